@@ -1,0 +1,46 @@
+# TrainHub: `make demo` brings it up, `make test` runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+STAMP := $(VENV)/.installed-stamp
+BUNDLE := frontend/dist/trainhub/job.js
+
+.PHONY: demo test install frontend lint typecheck proto clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+$(BUNDLE): frontend/package.json frontend/package-lock.json $(wildcard frontend/src/*)
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+install: $(STAMP) $(BUNDLE)
+
+frontend: $(BUNDLE)
+
+## Start TrainHub standalone (SQLite, embedded broker, a local agent) on http://127.0.0.1:$(PORT)/
+demo: install
+	$(VENV)/bin/trainhub standalone --port $(PORT)
+
+## Run the whole test suite (needs PostgreSQL and Redis; see README "Tests")
+test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+test: install
+	cd frontend && npm test --silent
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint:
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check . || true
+
+typecheck:
+	$(VENV)/bin/mypy
+
+proto:
+	$(PY) -m ps_runtime.proto.codegen
+
+clean:
+	rm -rf $(VENV) frontend/node_modules frontend/dist .pytest_cache .mypy_cache

@@ -1,0 +1,5 @@
+"""TrainHub control plane."""
+
+from .celery import app as celery_app
+
+__all__ = ["celery_app"]

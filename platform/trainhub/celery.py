@@ -1,0 +1,24 @@
+"""The Celery application: scheduling cycles and other background work."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
+
+app = Celery("trainhub")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_finalize.connect
+def _install_beat_schedule(sender: Celery, **_: object) -> None:
+    from django.conf import settings
+
+    sender.add_periodic_task(
+        settings.SCHEDULING_INTERVAL_SECONDS,
+        sender.signature("trainhub.scheduling.tasks.run_scheduling_cycle"),
+        name="scheduling cycle",
+    )

@@ -1,0 +1,194 @@
+"""`trainhub standalone|web|worker|beat|manage`: running TrainHub's server processes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+Handler = Any
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("standalone", help="run everything in one command (SQLite, embedded broker)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(handler=standalone)
+
+    p = sub.add_parser("web", help="serve the web app and WebSockets (ASGI, uvicorn)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.set_defaults(handler=lambda a, _: _exec(_processes().web_command(a.host, a.port)))
+
+    p = sub.add_parser("worker", help="run a Celery worker (scheduling cycles)")
+    p.set_defaults(handler=lambda a, _: _exec(_processes().worker_command()))
+
+    p = sub.add_parser("beat", help="run Celery beat (the 5 s scheduling tick)")
+    p.set_defaults(
+        handler=lambda a, _: _exec(
+            _processes().beat_command(
+                Path(os.environ.get("TRAINHUB_DATA_DIR", "var")) / "celerybeat-schedule"
+            )
+        )
+    )
+
+    p = sub.add_parser("manage", help="run a Django management command (migrate, createsuperuser…)")
+    p.set_defaults(handler=manage)
+
+
+def _processes() -> Any:
+    from trainhub.standalone import processes
+
+    return processes
+
+
+def _exec(command: list[str]) -> int:
+    env = _processes().child_env({})
+    os.execve(command[0], command, env)
+    return 0  # not reached
+
+
+def manage(args: argparse.Namespace, rest: list[str]) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["trainhub manage", *rest])
+    return 0
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def standalone(args: argparse.Namespace, _: list[str]) -> int:
+    """Bring up web, worker, beat and a local agent on SQLite and an embedded broker."""
+    if not _port_free(args.host, args.port):
+        print(
+            f"trainhub: port {args.port} on {args.host} is in use; pick another with --port",
+            file=sys.stderr,
+        )
+        return 2
+    data_dir = Path(os.environ.get("TRAINHUB_DATA_DIR", "var")).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+
+    from trainhub.standalone.broker import start_broker
+
+    broker, redis_url = start_broker()
+    os.environ.pop("DATABASE_URL", None)  # standalone is SQLite by definition
+    os.environ.update(
+        TRAINHUB_DATA_DIR=str(data_dir),
+        REDIS_URL=redis_url,
+        DJANGO_SETTINGS_MODULE="trainhub.settings",
+    )
+    import django
+
+    django.setup()
+    from trainhub.standalone.bootstrap import bootstrap, local_enrollment_token
+    from trainhub.standalone.processes import (
+        ProcessGroup,
+        agent_command,
+        beat_command,
+        child_env,
+        wait_http_ok,
+        web_command,
+        worker_command,
+    )
+
+    print(f"TrainHub standalone: data in {data_dir}", flush=True)
+    booted = bootstrap(admin_password=os.environ.get("TRAINHUB_ADMIN_PASSWORD"))
+    url = f"http://{args.host}:{args.port}"
+    group = ProcessGroup(env=child_env({}), log_dir=data_dir / "logs")
+    stopping = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    commands = {
+        "web": web_command(args.host, args.port),
+        "worker": worker_command(),
+        "beat": beat_command(data_dir / "celerybeat-schedule"),
+    }
+    try:
+        for name, command in commands.items():
+            group.start(name, command)
+        wait_http_ok(f"{url}/healthz", timeout=60, procs=group)
+        state_file = data_dir / "agent.json"
+        if not state_file.exists():
+            enroll = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ps_runtime.agent.cli",
+                    "enroll",
+                    "--server",
+                    url,
+                    "--token",
+                    local_enrollment_token(),
+                    "--state-file",
+                    str(state_file),
+                    "--address",
+                    "127.0.0.1",
+                ],
+                env=group.env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if enroll.returncode != 0:
+                print(
+                    f"trainhub: the local agent could not enroll:\n{enroll.stderr}", file=sys.stderr
+                )
+                return 1
+        commands["agent"] = agent_command(state_file, data_dir / "agent")
+        group.start("agent", commands["agent"])
+        _banner(url, data_dir, booted.admin_password)
+        while not stopping:
+            for name, code in group.exited().items():
+                print(
+                    f"trainhub: {name} exited with code {code}; restarting it "
+                    f"(log: {data_dir / 'logs' / (name + '.log')})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(1)
+                group.start(name, commands[name])
+            time.sleep(0.5)
+    finally:
+        print("TrainHub standalone: stopping…", flush=True)
+        group.stop()
+        broker.shutdown()
+        broker.server_close()
+    return 0
+
+
+def _banner(url: str, data_dir: Path, password: str | None) -> None:
+    lines = [
+        "",
+        f"TrainHub is up at {url}/",
+        f"  API docs:  {url}/api/docs/      admin: {url}/admin/",
+        f"  logs:      {data_dir / 'logs'}",
+    ]
+    if password:
+        lines.append(f"  sign in as admin with password {password}  (shown once; it is not stored)")
+    else:
+        lines.append(
+            "  sign in as admin (password from TRAINHUB_ADMIN_PASSWORD, or the one shown on "
+            "first start; reset it with `trainhub manage changepassword admin`)"
+        )
+    lines.append("  Ctrl-C stops everything.")
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,94 @@
+"""Job and task states, their groups and the transition map."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Priority(models.TextChoices):
+    EXPERIMENT = "experiment", "Experiment"
+    OFFLINE = "offline", "Offline"
+    NORMAL = "normal", "Normal"
+    PRODUCTION = "production", "Production"
+
+
+PRIORITY_WEIGHTS: dict[str, int] = {
+    Priority.EXPERIMENT: 10,
+    Priority.OFFLINE: 100,
+    Priority.NORMAL: 1000,
+    Priority.PRODUCTION: 10000,
+}
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    PREEMPTED = "preempted", "Preempted"
+    RESTARTING = "restarting", "Restarting"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+JOB_ACTIVE = frozenset(set(JobState) - JOB_TERMINAL)
+# States in which the job holds tasks on nodes.
+JOB_PLACED = frozenset({JobState.STARTING, JobState.RUNNING, JobState.RESTARTING})
+
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.PENDING: frozenset({JobState.STARTING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.STARTING: frozenset(
+        {
+            JobState.RUNNING,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.PREEMPTED,
+        }
+    ),
+    JobState.RUNNING: frozenset(
+        {
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.PREEMPTED,
+            JobState.RESTARTING,
+        }
+    ),
+    JobState.PREEMPTED: frozenset({JobState.PENDING, JobState.CANCELLED}),
+    JobState.RESTARTING: frozenset(
+        {JobState.RUNNING, JobState.FAILED, JobState.CANCELLED, JobState.SUCCEEDED}
+    ),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+
+def allowed_sources(target: JobState) -> frozenset[JobState]:
+    """The states from which a job may move to `target`."""
+    return frozenset(src for src, dsts in JOB_TRANSITIONS.items() if target in dsts)
+
+
+class TaskRole(models.TextChoices):
+    COORDINATOR = "coordinator", "Coordinator"
+    PS = "ps", "Parameter server"
+    WORKER = "worker", "Worker"
+
+
+class TaskState(models.TextChoices):
+    ASSIGNED = "assigned", "Assigned"  # placed on a node, process not yet reported
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    STOPPED = "stopped", "Stopped"
+
+
+TASK_TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED})
+TASK_ACTIVE = frozenset({TaskState.ASSIGNED, TaskState.RUNNING})
+
+
+class DesiredState(models.TextChoices):
+    RUN = "run", "Run"
+    STOP = "stop", "Stop"

@@ -1,0 +1,102 @@
+"""Jobs, their tasks and their event history."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from trainhub.nodes.models import Node
+from trainhub.tenancy.models import Team
+
+from .choices import DesiredState, JobState, Priority, TaskRole, TaskState
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    def visible_to(self, user: object) -> JobQuerySet:
+        if getattr(user, "is_superuser", False):
+            return self.all()
+        return self.filter(team__memberships__user=user)
+
+
+class Job(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=100)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    priority = models.CharField(max_length=16, choices=Priority.choices, default=Priority.NORMAL)
+    spec = models.JSONField(help_text="The validated job spec (v1).")
+    state = models.CharField(
+        max_length=16, choices=JobState.choices, default=JobState.PENDING, db_index=True
+    )
+    pending_reason = models.CharField(max_length=300, blank=True)
+    message = models.TextField(blank=True, help_text="Why the job failed, if it did.")
+    # Shared secret of the job's gRPC cluster; handed to its tasks, never shown in the API.
+    runtime_token = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["team", "state"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+
+class Task(models.Model):
+    """One process of a job: the coordinator, a PS shard or a worker replica."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="tasks")
+    role = models.CharField(max_length=16, choices=TaskRole.choices)
+    index = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField(default=1)
+    state = models.CharField(max_length=16, choices=TaskState.choices, default=TaskState.ASSIGNED)
+    desired = models.CharField(max_length=8, choices=DesiredState.choices, default=DesiredState.RUN)
+    node = models.ForeignKey(Node, null=True, on_delete=models.SET_NULL, related_name="tasks")
+    port = models.PositiveIntegerField(null=True, blank=True)
+    cpu = models.FloatField()
+    memory_mb = models.PositiveBigIntegerField()
+    gpu_indices = models.JSONField(default=list, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    message = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "role", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "role", "index"], name="unique_task_slot")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.role}-{self.index}"
+
+    @property
+    def address(self) -> str | None:
+        if self.node is None or self.port is None:
+            return None
+        return f"{self.node.address}:{self.port}"
+
+
+class JobEvent(models.Model):
+    """One entry of a job's history: a transition or a notable thing that happened."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField()
+    kind = models.CharField(max_length=32)
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16, blank=True)
+    reason = models.TextField(blank=True)
+    actor = models.CharField(max_length=150, help_text="Who or what caused it.")
+
+    class Meta:
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.kind} {self.from_state}->{self.to_state}"

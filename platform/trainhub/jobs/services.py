@@ -1,0 +1,242 @@
+"""Every change to jobs and tasks: submission, placement, task reports, cancellation."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from trainhub.events import scheduling_needed
+from trainhub.nodes.channels import notify_tasks_changed
+from trainhub.tenancy.models import Team
+
+from .channels import broadcast_on_commit
+from .choices import (
+    JOB_PLACED,
+    JOB_TERMINAL,
+    TASK_ACTIVE,
+    DesiredState,
+    JobState,
+    TaskRole,
+    TaskState,
+    allowed_sources,
+)
+from .models import Job, JobEvent, Task
+
+
+class JobStateError(Exception):
+    """The job is not in a state that allows this action."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one task of a job goes."""
+
+    role: TaskRole
+    index: int
+    node_id: int
+    port: int | None
+    cpu: float
+    memory_mb: int
+    gpu_indices: list[int] = field(default_factory=list)
+
+
+def _request_scheduling() -> None:
+    transaction.on_commit(lambda: scheduling_needed.send(sender=Job))
+
+
+def _record(
+    job: Job,
+    *,
+    kind: str,
+    reason: str,
+    actor: str,
+    now: datetime,
+    from_state: str = "",
+    to_state: str = "",
+) -> None:
+    JobEvent.objects.create(
+        job=job,
+        time=now,
+        kind=kind,
+        from_state=from_state,
+        to_state=to_state,
+        reason=reason,
+        actor=actor,
+    )
+
+
+def transition_job(
+    job: Job, to: JobState, *, reason: str, actor: str, now: datetime, **updates: Any
+) -> bool:
+    """Move the job to `to` if its current state allows it; False (and no change) if not.
+
+    The conditional UPDATE makes concurrent actors safe: exactly one of them wins.
+    """
+    sources = allowed_sources(to)
+    if to in JOB_TERMINAL:
+        updates.setdefault("finished_at", now)
+    changed = Job.objects.filter(pk=job.pk, state__in=sources).update(state=to, **updates)
+    if not changed:
+        return False
+    from_state = job.state
+    job.refresh_from_db()
+    _record(
+        job, kind="state", from_state=from_state, to_state=to, reason=reason, actor=actor, now=now
+    )
+    broadcast_on_commit(job.pk, {"type": "job.state", "state": to, "message": job.message})
+    if to in JOB_TERMINAL:
+        _stop_tasks(job)
+        _request_scheduling()
+    return True
+
+
+def _stop_tasks(job: Job) -> None:
+    active = Task.objects.filter(job=job, state__in=TASK_ACTIVE, desired=DesiredState.RUN)
+    node_ids = [n for n in active.values_list("node_id", flat=True) if n is not None]
+    active.update(desired=DesiredState.STOP)
+    notify_tasks_changed(node_ids)
+
+
+@transaction.atomic
+def submit_job(*, user: User, spec: dict[str, Any], now: datetime) -> Job:
+    """Create a pending job from a validated spec (see `JobSpecSerializer`)."""
+    team = Team.objects.get(slug=spec["team"])
+    job = Job.objects.create(
+        team=team,
+        name=spec["name"],
+        submitted_by=user,
+        priority=spec["priority"],
+        spec=spec,
+        runtime_token=secrets.token_urlsafe(32),
+        pending_reason="waiting for the scheduler",
+    )
+    _record(
+        job,
+        kind="submitted",
+        to_state=JobState.PENDING,
+        reason="submitted",
+        actor=str(user),
+        now=now,
+    )
+    _request_scheduling()
+    return job
+
+
+@transaction.atomic
+def cancel_job(*, job: Job, actor: str, now: datetime) -> Job:
+    """Ask for the job to stop; its processes are stopped by their agents."""
+    if job.state in JOB_TERMINAL:
+        raise JobStateError(f"Job {job.pk} already {job.state}; there is nothing to cancel.")
+    Job.objects.filter(pk=job.pk, cancel_requested_at__isnull=True).update(cancel_requested_at=now)
+    transition_job(job, JobState.CANCELLED, reason="cancelled", actor=actor, now=now)
+    job.refresh_from_db()
+    return job
+
+
+@transaction.atomic
+def place_job(
+    *, job: Job, placements: list[Placement], now: datetime, actor: str = "scheduler"
+) -> bool:
+    """Create the job's tasks on their nodes and move it to starting (gang: all or nothing)."""
+    if not transition_job(
+        job,
+        JobState.STARTING,
+        reason="placed on " + ", ".join(sorted({f"node {p.node_id}" for p in placements})),
+        actor=actor,
+        now=now,
+        pending_reason="",
+        started_at=now,
+    ):
+        return False
+    Task.objects.bulk_create(
+        Task(
+            job=job,
+            role=p.role,
+            index=p.index,
+            node_id=p.node_id,
+            port=p.port,
+            cpu=p.cpu,
+            memory_mb=p.memory_mb,
+            gpu_indices=p.gpu_indices,
+        )
+        for p in placements
+    )
+    notify_tasks_changed(p.node_id for p in placements)
+    return True
+
+
+def set_pending_reasons(reasons: dict[int, str]) -> None:
+    """Store why each pending job is still waiting (only rows whose reason changed)."""
+    current = dict(
+        Job.objects.filter(pk__in=reasons, state=JobState.PENDING).values_list(
+            "pk", "pending_reason"
+        )
+    )
+    for job_id, reason in reasons.items():
+        if job_id in current and current[job_id] != reason:
+            Job.objects.filter(pk=job_id, state=JobState.PENDING).update(pending_reason=reason)
+            broadcast_on_commit(
+                job_id, {"type": "job.state", "state": JobState.PENDING, "pending_reason": reason}
+            )
+
+
+@transaction.atomic
+def record_task_status(
+    *,
+    node_id: int,
+    task_id: int,
+    attempt: int,
+    state: TaskState,
+    exit_code: int | None,
+    message: str,
+    now: datetime,
+) -> None:
+    """Apply what an agent reported about one of its task processes."""
+    task = (
+        Task.objects.select_for_update()
+        .select_related("job")
+        .filter(pk=task_id, node_id=node_id, attempt=attempt)
+        .first()
+    )
+    if task is None or task.state not in TASK_ACTIVE:
+        return  # stale report: an old attempt, or already final
+    job = task.job
+    actor = f"node {node_id}"
+    updates: dict[str, Any] = {"state": state}
+    if state == TaskState.RUNNING:
+        updates["started_at"] = now
+    else:
+        updates.update(finished_at=now, exit_code=exit_code, message=message[:2000])
+    Task.objects.filter(pk=task.pk).update(**updates)
+    broadcast_on_commit(
+        job.pk,
+        {
+            "type": "task.state",
+            "task": task.pk,
+            "role": task.role,
+            "index": task.index,
+            "state": state,
+        },
+    )
+
+    if state == TaskState.RUNNING:
+        if not Task.objects.filter(job=job).exclude(state=TaskState.RUNNING).exists():
+            transition_job(job, JobState.RUNNING, reason="all tasks running", actor=actor, now=now)
+        return
+    if state == TaskState.STOPPED or task.desired == DesiredState.STOP:
+        return
+    if job.state not in JOB_PLACED:
+        return
+    if task.role == TaskRole.COORDINATOR and state == TaskState.SUCCEEDED:
+        transition_job(
+            job, JobState.SUCCEEDED, reason="coordinator exited with code 0", actor=actor, now=now
+        )
+        return
+    what = f"{task.role} {task.index} exited with code {exit_code}"
+    detail = f"{what}: {message}" if message else what
+    transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)

@@ -1,0 +1,163 @@
+"""Validation of the job spec (v1, DESIGN.md §2): every error names its field."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db.models import Max
+from rest_framework import serializers
+
+from trainhub.nodes.models import Node
+from trainhub.tenancy.models import Team
+from trainhub.tenancy.selectors import can_submit, role_in
+
+from .choices import Priority
+
+_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class StrictSerializer(serializers.Serializer):
+    """Rejects fields it does not know, so a typo is an error instead of a silent default."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: [f"Unknown field '{name}'."] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class ResourcesSerializer(StrictSerializer):
+    cpu = serializers.FloatField(min_value=0.1, max_value=1024, default=1.0)
+    memory_mb = serializers.IntegerField(min_value=64, max_value=16 * 1024 * 1024, default=1024)
+    gpu = serializers.IntegerField(min_value=0, max_value=64, default=0)
+
+
+class CpuResourcesSerializer(ResourcesSerializer):
+    """Resources of roles that never get GPUs (coordinator, parameter servers)."""
+
+    gpu = None  # type: ignore[assignment]
+
+
+class ParameterServersSerializer(StrictSerializer):
+    replicas = serializers.IntegerField(min_value=1, max_value=64, default=1)
+    resources = CpuResourcesSerializer(required=False)
+
+
+class WorkersSerializer(StrictSerializer):
+    min = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    max = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    resources = ResourcesSerializer(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs.setdefault("max", attrs["min"])
+        if attrs["max"] < attrs["min"]:
+            raise serializers.ValidationError(
+                {"max": [f"max ({attrs['max']}) must be at least min ({attrs['min']})."]}
+            )
+        return attrs
+
+
+class CoordinatorSerializer(StrictSerializer):
+    resources = CpuResourcesSerializer(required=False)
+
+
+def _defaults(serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+    """What a section holds when the spec omits it: every field at its default."""
+    serializer = serializer_class(data={})
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+_SECTIONS: dict[str, tuple[type[serializers.Serializer], type[serializers.Serializer]]] = {
+    "parameter_servers": (ParameterServersSerializer, CpuResourcesSerializer),
+    "workers": (WorkersSerializer, ResourcesSerializer),
+    "coordinator": (CoordinatorSerializer, CpuResourcesSerializer),
+}
+
+
+class JobSpecSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=100)
+    team = serializers.SlugField(max_length=63)
+    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
+    entrypoint = serializers.CharField(max_length=300)
+    args = serializers.DictField(required=False, default=dict)
+    parameter_servers = ParameterServersSerializer(required=False)
+    workers = WorkersSerializer(required=False)
+    coordinator = CoordinatorSerializer(required=False)
+    freeze_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=120)
+    checkpoint_every_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=300)
+    max_restarts = serializers.IntegerField(min_value=0, max_value=100, default=3)
+
+    def validate_name(self, value: str) -> str:
+        if not _NAME.match(value):
+            raise serializers.ValidationError(
+                "Use letters, digits, '.', '_' or '-', starting with a letter or digit."
+            )
+        return value
+
+    def validate_entrypoint(self, value: str) -> str:
+        if not _ENTRYPOINT.match(value):
+            raise serializers.ValidationError(
+                "Expected 'module:function', e.g. 'ps_runtime.examples.movielens:train'."
+            )
+        return value
+
+    def validate_team(self, value: str) -> str:
+        request = self.context.get("request")
+        user = getattr(request, "user", None)
+        team = Team.objects.filter(slug=value).first()
+        if team is None or (
+            not getattr(user, "is_superuser", False) and role_in(user, team) is None
+        ):
+            raise serializers.ValidationError(f"You are not a member of a team '{value}'.")
+        if not can_submit(user, team):
+            raise serializers.ValidationError(f"Viewers of team '{value}' cannot submit jobs.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        for section, (section_class, resources_class) in _SECTIONS.items():
+            attrs[section] = dict(attrs.get(section) or _defaults(section_class))
+            attrs[section]["resources"] = dict(
+                attrs[section].get("resources") or _defaults(resources_class)
+            )
+        _check_fits_some_node(attrs)
+        return attrs
+
+
+def _check_fits_some_node(spec: dict[str, Any]) -> None:
+    """Reject requests that no registered node could ever hold."""
+    largest = Node.objects.aggregate(cpu=Max("cpus"), memory=Max("memory_mb"))
+    max_gpus = max((len(n) for n in Node.objects.values_list("gpus", flat=True)), default=0)
+    gpu = spec["workers"]["resources"]["gpu"]
+    if gpu > max_gpus:
+        raise serializers.ValidationError(
+            {
+                "workers": {
+                    "resources": {
+                        "gpu": [
+                            f"{gpu} GPUs per worker requested, but the largest node has {max_gpus}."
+                        ]
+                    }
+                }
+            }
+        )
+    if largest["cpu"] is None:
+        return  # no nodes yet: the job waits for one, with a pending reason
+    for section in ("parameter_servers", "workers", "coordinator"):
+        res = spec[section]["resources"]
+        for field, have in (("cpu", largest["cpu"]), ("memory_mb", largest["memory"])):
+            if res[field] > have:
+                raise serializers.ValidationError(
+                    {
+                        section: {
+                            "resources": {
+                                field: [f"{res[field]} requested, but the largest node has {have}."]
+                            }
+                        }
+                    }
+                )

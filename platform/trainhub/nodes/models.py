@@ -1,0 +1,66 @@
+"""Registered nodes and the tokens that enroll them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import models
+
+from .choices import NodeState
+
+
+class NodeQuerySet(models.QuerySet["Node"]):
+    def alive(self, now: datetime) -> NodeQuerySet:
+        """Nodes heard from within the liveness grace period."""
+        cutoff = now - timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
+        return self.filter(last_seen__gte=cutoff)
+
+
+class Node(models.Model):
+    hostname = models.CharField(max_length=255)
+    address = models.CharField(max_length=255, help_text="Host other nodes reach this one at.")
+    cpus = models.FloatField()
+    memory_mb = models.PositiveBigIntegerField()
+    # [{"index": 0, "model": "...", "memory_mb": 40960, "uuid": "GPU-..."}]
+    gpus = models.JSONField(default=list, blank=True)
+    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.ACTIVE)
+    credential_hash = models.CharField(max_length=128, editable=False)
+    enrolled_at = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+
+    objects = NodeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname} (#{self.pk})"
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    def is_alive(self, now: datetime) -> bool:
+        if self.last_seen is None:
+            return False
+        return now - self.last_seen <= timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
+
+
+class EnrollmentToken(models.Model):
+    """A secret that lets an agent register a node; stored hashed."""
+
+    description = models.CharField(max_length=200, blank=True)
+    token_hash = models.CharField(max_length=128, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    max_uses = models.PositiveIntegerField(null=True, blank=True)
+    uses = models.PositiveIntegerField(default=0)
+    revoked = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return self.description or f"enrollment token #{self.pk}"

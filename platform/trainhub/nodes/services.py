@@ -1,0 +1,87 @@
+"""Node enrollment, authentication and liveness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import F, Q
+
+from .models import EnrollmentToken, Node
+from .secrets_util import hash_secret, matches, new_secret
+
+
+class EnrollmentError(Exception):
+    """The enrollment token is unknown, revoked, expired or used up."""
+
+
+@dataclass(frozen=True)
+class IssuedSecret:
+    id: int
+    secret: str
+
+
+@transaction.atomic
+def create_enrollment_token(
+    *,
+    created_by: User | None = None,
+    description: str = "",
+    expires_at: datetime | None = None,
+    max_uses: int | None = None,
+) -> IssuedSecret:
+    """Create an enrollment token; the secret is returned once and stored only hashed."""
+    secret = new_secret()
+    token = EnrollmentToken.objects.create(
+        description=description,
+        token_hash=hash_secret(secret),
+        created_by=created_by,
+        expires_at=expires_at,
+        max_uses=max_uses,
+    )
+    return IssuedSecret(id=token.pk, secret=secret)
+
+
+@transaction.atomic
+def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedSecret:
+    """Register a node with an enrollment token; returns the node id and its credential."""
+    usable = (
+        EnrollmentToken.objects.select_for_update()
+        .filter(token_hash=hash_secret(token), revoked=False)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .filter(Q(max_uses__isnull=True) | Q(uses__lt=F("max_uses")))
+        .first()
+    )
+    if usable is None:
+        raise EnrollmentError(
+            "Enrollment token is unknown, revoked, expired or used up; ask an admin for a new one."
+        )
+    EnrollmentToken.objects.filter(pk=usable.pk).update(uses=F("uses") + 1)
+    secret = new_secret()
+    node = Node.objects.create(
+        hostname=facts["hostname"],
+        address=facts["address"],
+        cpus=facts["cpus"],
+        memory_mb=facts["memory_mb"],
+        gpus=facts.get("gpus", []),
+        credential_hash=hash_secret(secret),
+        last_seen=now,
+    )
+    return IssuedSecret(id=node.pk, secret=f"{node.pk}.{secret}")
+
+
+def authenticate_node(credential: str) -> Node | None:
+    """The node this credential belongs to, or None."""
+    node_id, _, secret = credential.partition(".")
+    if not node_id.isdigit() or not secret:
+        return None
+    node = Node.objects.filter(pk=int(node_id)).first()
+    if node is None or not matches(secret, node.credential_hash):
+        return None
+    return node
+
+
+def record_heartbeat(*, node_id: int, usage: dict[str, Any], now: datetime) -> None:
+    Node.objects.filter(pk=node_id).update(last_seen=now, usage=usage)

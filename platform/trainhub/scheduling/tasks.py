@@ -1,0 +1,15 @@
+"""Celery entry points of the scheduler."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.utils import timezone
+
+from .services import run_cycle
+
+
+@shared_task(name="trainhub.scheduling.tasks.run_scheduling_cycle", acks_late=True)
+def run_scheduling_cycle() -> dict[str, int | bool]:
+    """Run one scheduling cycle; idempotent, so a retried or duplicate run is harmless."""
+    result = run_cycle(now=timezone.now())
+    return {"ran": result.ran, "started": result.started, "pending": result.pending}

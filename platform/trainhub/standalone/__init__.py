@@ -1,0 +1,1 @@
+"""Standalone mode: one command, SQLite, an embedded broker and channel layer, a local agent."""

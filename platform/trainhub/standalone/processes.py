@@ -1,0 +1,145 @@
+"""Starting and stopping TrainHub's server processes (web, worker, beat, agent)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO_DIR = Path(__file__).resolve().parents[3]
+
+
+def child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a server process: ours, plus the source roots and `extra`."""
+    env = dict(os.environ)
+    roots = [str(REPO_DIR / "platform"), str(REPO_DIR)]
+    if env.get("PYTHONPATH"):
+        roots.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(roots)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
+    env.update(extra)
+    return env
+
+
+def web_command(host: str, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "trainhub.asgi:application",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--ws",
+        "websockets",
+        "--lifespan",
+        "off",
+        "--no-access-log",
+    ]
+
+
+def worker_command() -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "trainhub",
+        "worker",
+        "--pool",
+        "solo",
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+
+
+def beat_command(schedule_file: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "trainhub",
+        "beat",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(schedule_file),
+    ]
+
+
+def agent_command(state_file: Path, work_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "ps_runtime.agent.cli",
+        "run",
+        "--state-file",
+        str(state_file),
+        "--work-dir",
+        str(work_dir),
+    ]
+
+
+@dataclass
+class ProcessGroup:
+    """Named child processes that are stopped together, in reverse start order."""
+
+    env: dict[str, str]
+    log_dir: Path | None = None
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        out = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self.log_dir / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            command,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            start_new_session=True,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def exited(self) -> dict[str, int]:
+        return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for proc in reversed(list(self.procs.values())):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def wait_http_ok(url: str, timeout: float, procs: ProcessGroup | None = None) -> None:
+    """Wait until `url` answers 200, failing early if one of `procs` died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if procs is not None and procs.exited():
+            raise RuntimeError(f"a server process exited during start-up: {procs.exited()}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")

@@ -1,0 +1,49 @@
+"""The browser's live feed of one job: state changes, metric points and log lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from trainhub.jobs.channels import job_group
+from trainhub.jobs.models import Job
+
+
+class JobStreamConsumer(AsyncJsonWebsocketConsumer):
+    """Read-only: the browser only listens. Closed with 4403 if the user may not see the job."""
+
+    job_id: int
+
+    async def connect(self) -> None:
+        self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not await self._visible(user):
+            await self.close(code=4403)
+            return
+        await self.channel_layer.group_add(job_group(self.job_id), self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "job_id"):
+            await self.channel_layer.group_discard(job_group(self.job_id), self.channel_name)
+
+    @database_sync_to_async
+    def _visible(self, user: Any) -> bool:
+        return Job.objects.visible_to(user).filter(pk=self.job_id).exists()
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        return  # nothing to do: the feed is one-way
+
+    async def job_state(self, event: dict[str, Any]) -> None:
+        await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "state"})
+
+    async def task_state(self, event: dict[str, Any]) -> None:
+        await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "task"})
+
+    async def metrics_points(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "metrics", "points": event["points"]})
+
+    async def log_lines(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "logs", "lines": event["lines"]})

@@ -1,0 +1,55 @@
+"""Test-wide setup: service checks, and the rule that CI fails when a service is missing."""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlparse
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection(
+            (parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2
+        ):
+            return True
+    except OSError:
+        return False
+
+
+def postgres_url() -> str | None:
+    url = os.environ.get("DATABASE_URL", "")
+    return url if url.startswith("postgres") else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not IN_CI:
+        return
+    missing = []
+    pg = postgres_url()
+    if pg is None or not _reachable(pg, 5432):
+        missing.append(f"PostgreSQL (DATABASE_URL={os.environ.get('DATABASE_URL', '<unset>')})")
+    if not _reachable(REDIS_URL, 6379):
+        missing.append(f"Redis (TEST_REDIS_URL={REDIS_URL})")
+    if missing:
+        raise pytest.UsageError(
+            "CI=true but these services are unreachable: "
+            + "; ".join(missing)
+            + ". Start them (see README 'Tests') — CI never skips these tests."
+        )
+
+
+def require_services() -> tuple[str, str]:
+    """PostgreSQL and Redis URLs for a test that needs both; skip outside CI if absent."""
+    pg = postgres_url()
+    if pg is None or not _reachable(pg, 5432) or not _reachable(REDIS_URL, 6379):
+        if IN_CI:
+            pytest.fail("PostgreSQL or Redis unreachable under CI=true")
+        pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (TEST_REDIS_URL)")
+    return pg, REDIS_URL

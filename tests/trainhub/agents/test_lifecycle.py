@@ -1,0 +1,197 @@
+"""A job's life through the scheduler and the agent gateway, against the real database."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.utils import timezone
+from rest_framework.test import APIClient
+from trainhub.agents.services import handle_message
+from trainhub.asgi import application
+from trainhub.jobs.choices import DesiredState, JobState, TaskState
+from trainhub.jobs.models import Job
+from trainhub.scheduling.services import run_cycle
+from trainhub.telemetry.models import MetricPoint
+from trainhub.tenancy.choices import Role
+
+from ..factories import make_job, make_node, make_team, make_user
+
+
+@pytest.fixture
+def setup(db: Any) -> dict[str, Any]:
+    alice = make_user("alice")
+    make_team("recsys", members={alice: Role.MEMBER})
+    node, credential = make_node(cpus=4, memory_mb=8192)
+    return {"alice": alice, "node": node, "credential": credential}
+
+
+def _agent_tasks(credential: str) -> dict[str, Any]:
+    response = APIClient().get("/api/v1/agent/tasks/", HTTP_AUTHORIZATION=f"Node {credential}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def _report(node_id: int, task: dict[str, Any], state: str, exit_code: int | None = None) -> None:
+    handle_message(
+        node_id=node_id,
+        now=timezone.now(),
+        message={
+            "type": "task_status",
+            "id": task["id"],
+            "attempt": task["attempt"],
+            "state": state,
+            "exit_code": exit_code,
+            "message": "",
+        },
+    )
+
+
+def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]) -> None:
+    node = setup["node"]
+    job = make_job(setup["alice"])
+    assert _agent_tasks(setup["credential"])["tasks"] == []
+
+    assert run_cycle(now=timezone.now()).started == 1
+    tasks = _agent_tasks(setup["credential"])["tasks"]
+    assert sorted((t["role"], t["index"]) for t in tasks) == [
+        ("coordinator", 0),
+        ("ps", 0),
+        ("worker", 0),
+    ]
+    env = {t["role"]: t["env"] for t in tasks}
+    cluster = json.loads(env["coordinator"]["TRAINHUB_CLUSTER"])
+    assert cluster == {
+        "ps": [env["ps"]["TRAINHUB_BIND"]],
+        "worker": [env["worker"]["TRAINHUB_BIND"]],
+    }
+    assert env["coordinator"]["TRAINHUB_ENTRYPOINT"] == "ps_runtime.examples.movielens:train"
+    assert json.loads(env["coordinator"]["TRAINHUB_ARGS"]) == {"epochs": 1}
+    assert env["ps"]["TRAINHUB_JOB_TOKEN"] == job.runtime_token
+
+    for task in tasks:
+        _report(node.pk, task, "running")
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+    coordinator = next(t for t in tasks if t["role"] == "coordinator")
+    handle_message(
+        node_id=node.pk,
+        now=timezone.now(),
+        message={
+            "type": "metrics",
+            "id": coordinator["id"],
+            "attempt": 1,
+            "points": [
+                {"step": 1, "time": timezone.now().isoformat(), "values": {"test_rmse": 0.95}},
+                {"step": 2, "values": {"test_rmse": float("nan"), "bad": "x"}},
+            ],
+        },
+    )
+    assert list(MetricPoint.objects.values_list("name", "step", "value")) == [
+        ("test_rmse", 1, 0.95)
+    ]
+
+    _report(node.pk, coordinator, "succeeded", 0)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
+    # The PS and worker are no longer desired: the agent will stop them.
+    assert _agent_tasks(setup["credential"])["tasks"] == []
+    assert set(job.tasks.values_list("desired", flat=True)) >= {DesiredState.STOP}
+    kinds = [(e.to_state, e.actor) for e in job.events.all() if e.kind == "state"]
+    assert [k[0] for k in kinds] == ["starting", "running", "succeeded"]
+
+    client = APIClient()
+    client.force_authenticate(setup["alice"])
+    series = client.get(f"/api/v1/jobs/{job.pk}/metrics/").json()["series"]
+    assert [p["value"] for p in series["test_rmse"]] == [0.95]
+
+
+def test_task_failure_fails_the_job_with_the_reason(setup: dict[str, Any]) -> None:
+    job = make_job(setup["alice"])
+    run_cycle(now=timezone.now())
+    tasks = _agent_tasks(setup["credential"])["tasks"]
+    worker = next(t for t in tasks if t["role"] == "worker")
+    _report(setup["node"].pk, worker, "failed", 3)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert job.message == "worker 0 exited with code 3"
+    # A repeated or late report changes nothing.
+    _report(setup["node"].pk, worker, "failed", 3)
+    assert Job.objects.get(pk=job.pk).events.filter(to_state=JobState.FAILED).count() == 1
+
+
+def test_cancel_stops_tasks_and_second_cancel_conflicts(setup: dict[str, Any]) -> None:
+    job = make_job(setup["alice"])
+    run_cycle(now=timezone.now())
+    client = APIClient()
+    client.force_authenticate(setup["alice"])
+    response = client.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code == 200
+    assert response.json()["state"] == "cancelled"
+    assert _agent_tasks(setup["credential"])["tasks"] == []
+    for task in job.tasks.all():
+        handle_message(
+            node_id=setup["node"].pk,
+            now=timezone.now(),
+            message={"type": "task_status", "id": task.pk, "attempt": 1, "state": "stopped"},
+        )
+    assert set(job.tasks.values_list("state", flat=True)) == {TaskState.STOPPED}
+    assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 409
+
+
+def test_other_teams_jobs_are_invisible(setup: dict[str, Any]) -> None:
+    job = make_job(setup["alice"])
+    bob = make_user("bob")
+    make_team("ads", members={bob: Role.ADMIN})
+    client = APIClient()
+    client.force_authenticate(bob)
+    assert client.get("/api/v1/jobs/").json()["results"] == []
+    for suffix in ("", "metrics/", "events/", "logs/"):
+        assert client.get(f"/api/v1/jobs/{job.pk}/{suffix}").status_code == 404
+    assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 404
+
+
+def test_pending_reason_when_nothing_fits(setup: dict[str, Any]) -> None:
+    job = make_job(setup["alice"], workers={"min": 3, "resources": {"cpu": 1.5}})
+    run_cycle(now=timezone.now())
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert job.pending_reason == "not enough free CPU: needs 5.5, 4 free"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_agent_socket_authenticates_and_receives_task_notices() -> None:
+    alice = make_user("alice")
+    make_team("recsys", members={alice: Role.MEMBER})
+    node, credential = make_node()
+
+    async def scenario() -> None:
+        bad = WebsocketCommunicator(
+            application, "/ws/agent/", headers=[(b"authorization", b"Node 1.wrong")]
+        )
+        connected, code = await bad.connect()
+        assert not connected and code == 4401
+
+        agent = WebsocketCommunicator(
+            application, "/ws/agent/", headers=[(b"authorization", f"Node {credential}".encode())]
+        )
+        connected, _ = await agent.connect()
+        assert connected
+        await agent.send_json_to({"type": "heartbeat", "usage": {"cpu_percent": 5}, "tasks": []})
+        await agent.send_json_to({"type": "nonsense"})
+        assert (await agent.receive_json_from())["type"] == "error"
+
+        from channels.db import database_sync_to_async
+
+        await database_sync_to_async(make_job)(alice)
+        await database_sync_to_async(run_cycle)(now=timezone.now())
+        assert await agent.receive_json_from(timeout=5) == {"type": "tasks_changed"}
+        await agent.disconnect()
+
+    async_to_sync(scenario)()
+    node.refresh_from_db()
+    assert node.usage == {"cpu_percent": 5}

@@ -1,0 +1,86 @@
+"""Small factories for control-plane tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+from django.utils import timezone
+from trainhub.jobs.models import Job
+from trainhub.jobs.services import submit_job
+from trainhub.jobs.spec import JobSpecSerializer
+from trainhub.nodes.models import Node
+from trainhub.nodes.services import create_enrollment_token, enroll_node
+from trainhub.tenancy.choices import Role
+from trainhub.tenancy.models import Team
+from trainhub.tenancy.services import add_member, create_team
+
+
+def make_user(username: str = "alice", *, superuser: bool = False) -> User:
+    model = get_user_model()
+    if superuser:
+        return model.objects.create_superuser(username, "", "pw-" + username)
+    return model.objects.create_user(username, "", "pw-" + username)
+
+
+def make_team(
+    slug: str = "recsys",
+    *,
+    members: dict[Any, Role] | None = None,
+    cpu: float = 64,
+    memory_mb: int = 262144,
+    gpu: int = 0,
+) -> Team:
+    team = create_team(slug=slug, name=slug.title(), cpu=cpu, memory_mb=memory_mb, gpu=gpu)
+    for user, role in (members or {}).items():
+        add_member(team=team, user=user, role=role)
+    return team
+
+
+def make_node(
+    hostname: str = "node-1",
+    *,
+    cpus: float = 8,
+    memory_mb: int = 32768,
+    gpus: int = 0,
+    address: str = "127.0.0.1",
+) -> tuple[Node, str]:
+    """An enrolled, live node and its credential."""
+    token = create_enrollment_token(description="test")
+    facts = {
+        "hostname": hostname,
+        "address": address,
+        "cpus": cpus,
+        "memory_mb": memory_mb,
+        "gpus": [{"index": i, "model": "NVIDIA A100", "memory_mb": 40960} for i in range(gpus)],
+    }
+    issued = enroll_node(token=token.secret, facts=facts, now=timezone.now())
+    return Node.objects.get(pk=issued.id), issued.secret
+
+
+def spec(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "name": "movielens-mf",
+        "team": "recsys",
+        "entrypoint": "ps_runtime.examples.movielens:train",
+        "args": {"epochs": 1},
+        "parameter_servers": {"replicas": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
+        "workers": {"min": 1, "max": 2, "resources": {"cpu": 0.5, "memory_mb": 512, "gpu": 0}},
+        "coordinator": {"resources": {"cpu": 0.5, "memory_mb": 512}},
+    }
+    base.update(overrides)
+    return base
+
+
+class _Request:
+    def __init__(self, user: User) -> None:
+        self.user = user
+
+
+def make_job(user: User, **overrides: Any) -> Job:
+    serializer = JobSpecSerializer(data=spec(**overrides), context={"request": _Request(user)})
+    serializer.is_valid(raise_exception=True)
+    from trainhub.api.views import _plain
+
+    return submit_job(user=user, spec=_plain(serializer.validated_data), now=timezone.now())
