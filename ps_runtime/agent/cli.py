@@ -1,0 +1,172 @@
+"""`trainhub-agent enroll` and `trainhub-agent run`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ps_runtime.agent import protocol
+from ps_runtime.agent.facts import gather_facts
+from ps_runtime.agent.state import (
+    AgentState,
+    StateError,
+    default_state_path,
+    load_state,
+    save_state,
+)
+
+logger = logging.getLogger("ps_runtime.agent")
+
+WORK_DIR_ENV = "TRAINHUB_AGENT_WORK_DIR"
+
+
+class EnrollError(Exception):
+    """Enrollment failed; the message is for the user."""
+
+
+def default_work_dir() -> Path:
+    env = os.environ.get(WORK_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".local" / "share" / "trainhub" / "agent"
+
+
+def _server_message(response: httpx.Response) -> str:
+    """A DRF error body (`{"token": ["…"]}` or `{"detail": "…"}`) as one line."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    if isinstance(body, dict):
+        parts = []
+        for name, value in body.items():
+            text = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+            parts.append(text if name in ("detail", "non_field_errors") else f"{name}: {text}")
+        return "; ".join(parts)
+    return str(body)
+
+
+def enroll(
+    server: str, token: str, state_file: Path, address: str | None = None, timeout: float = 30.0
+) -> AgentState:
+    """Register this node with the control plane and store its credential.
+
+    Raises:
+        EnrollError: the server is unreachable or refused the enrollment token.
+    """
+    server = server.rstrip("/")
+    try:
+        protocol.websocket_url(server)  # validates the scheme
+    except ValueError as exc:
+        raise EnrollError(str(exc)) from None
+    facts = gather_facts(server, address)
+    url = protocol.api_url(server, protocol.ENROLL_PATH)
+    try:
+        response = httpx.post(url, json=facts.as_enroll_body(token), timeout=timeout)
+    except httpx.HTTPError as exc:
+        reason = str(exc) or type(exc).__name__
+        raise EnrollError(f"cannot reach the server at {server}: {reason}") from None
+    if response.status_code != 201:
+        raise EnrollError(
+            f"the server refused the enrollment (HTTP {response.status_code}): "
+            f"{_server_message(response)}"
+        )
+    try:
+        body = response.json()
+        state = AgentState(
+            server=server, node_id=int(body["node_id"]), credential=str(body["credential"])
+        )
+    except (ValueError, KeyError, TypeError):
+        raise EnrollError(f"unexpected enrollment response from {url}") from None
+    try:
+        save_state(state_file, state)
+    except OSError as exc:
+        raise EnrollError(f"cannot write the state file {state_file}: {exc}") from None
+    return state
+
+
+def _cmd_enroll(args: argparse.Namespace) -> int:
+    state_file = args.state_file or default_state_path()
+    try:
+        state = enroll(args.server, args.token, state_file, args.address)
+    except EnrollError as exc:
+        print(f"trainhub-agent: enrollment failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"enrolled as node {state.node_id} with {state.server}; state saved to {state_file}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ps_runtime.agent.daemon import Agent  # keeps `enroll` free of websockets imports
+
+    try:
+        state = load_state(args.state_file or default_state_path())
+    except StateError as exc:
+        print(f"trainhub-agent: {exc}", file=sys.stderr)
+        return 1
+    work_dir = args.work_dir or default_work_dir()
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"trainhub-agent: cannot create work dir {work_dir}: {exc}", file=sys.stderr)
+        return 1
+    logger.info("node %s, server %s, work dir %s", state.node_id, state.server, work_dir)
+    agent = Agent(state, work_dir)
+    code = asyncio.run(agent.run())
+    if agent.fatal_message:
+        print(f"trainhub-agent: {agent.fatal_message}", file=sys.stderr)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainhub-agent",
+        description="TrainHub node agent: runs the tasks placed on this node.",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    state_help = "state file (default $TRAINHUB_AGENT_STATE or ~/.config/trainhub/agent.json)"
+
+    p_enroll = sub.add_parser("enroll", help="register this node with a TrainHub server")
+    p_enroll.add_argument("--server", required=True, help="e.g. https://trainhub.example.com")
+    p_enroll.add_argument("--token", required=True, help="enrollment token from the admin page")
+    p_enroll.add_argument("--state-file", type=Path, help=state_help)
+    p_enroll.add_argument("--address", help="address other nodes reach this one on")
+    p_enroll.set_defaults(func=_cmd_enroll)
+
+    p_run = sub.add_parser("run", help="run the agent daemon")
+    p_run.add_argument("--state-file", type=Path, help=state_help)
+    p_run.add_argument(
+        "--work-dir",
+        type=Path,
+        help=f"task working directories (default ${WORK_DIR_ENV} or ~/.local/share/trainhub/agent)",
+    )
+    p_run.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # Both libraries log request/handshake headers at DEBUG, which would include the
+    # node credential; keep them quiet whatever --log-level says.
+    for name in ("websockets", "httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

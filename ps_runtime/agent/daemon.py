@@ -1,0 +1,279 @@
+"""The agent's main loop: one WebSocket to the control plane, level-triggered reconcile.
+
+Three concurrent activities share an `Outbox` and a `Supervisor`:
+- the connection loop keeps `/ws/agent/` open (backoff 0.5 s doubling to 10 s), sends a
+  heartbeat on connect and every 5 s, flushes the outbox every 0.5 s and turns
+  `tasks_changed` notices into reconcile requests;
+- the reconcile loop fetches `GET /api/v1/agent/tasks/` on connect, on every notice and
+  every 10 s, and starts/stops processes to match;
+- supervisor threads feed task statuses, logs and metrics into the outbox, which keeps
+  them (bounded) while the socket is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from ps_runtime.agent import protocol
+from ps_runtime.agent.facts import UsageSampler
+from ps_runtime.agent.outbox import Outbox
+from ps_runtime.agent.protocol import DesiredTasks
+from ps_runtime.agent.reconcile import reconcile
+from ps_runtime.agent.state import AgentState
+from ps_runtime.agent.supervisor import TASK_COMMAND, Supervisor
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT = "trainhub-agent/0.1"
+REENROLL_HINT = (
+    "the server rejected this node's credential (401); the node was removed or its "
+    "credential revoked. Enroll it again: trainhub-agent enroll --server URL --token T"
+)
+
+
+class Unauthorized(Exception):
+    """The control plane no longer accepts this node's credential."""
+
+
+class Agent:
+    """The node agent daemon; `await run()` until SIGTERM/SIGINT or `request_stop()`."""
+
+    def __init__(
+        self,
+        state: AgentState,
+        work_dir: Path,
+        *,
+        command: Sequence[str] = TASK_COMMAND,
+        cpus: Sequence[int] | None = None,
+        heartbeat_interval: float = 5.0,
+        reconcile_interval: float = 10.0,
+        flush_interval: float = 0.5,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 10.0,
+        http_timeout: float = 10.0,
+    ) -> None:
+        self.state = state
+        self.outbox = Outbox()
+        self.supervisor = Supervisor(self.outbox, work_dir, cpus=cpus, command=command)
+        self.sampler = UsageSampler()
+        self.fatal_message: str | None = None
+        self.connections = 0  # successful WebSocket connections so far
+        self._heartbeat_interval = heartbeat_interval
+        self._reconcile_interval = reconcile_interval
+        self._flush_interval = flush_interval
+        self._backoff = (backoff_initial, backoff_max)
+        self._http_timeout = http_timeout
+        self._grace = protocol.DEFAULT_STOP_GRACE_SECONDS
+        self._auth = {"Authorization": f"Node {state.credential}"}
+        self._ws: ClientConnection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = asyncio.Event()
+        self._reconcile_now = asyncio.Event()
+        self._flush_lock = asyncio.Lock()  # one drain-and-send at a time keeps the order
+
+    def request_stop(self) -> None:
+        """Thread-safe: stop all tasks and make `run()` return."""
+        if self._loop is None:
+            self._stop.set()
+        else:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    async def run(self) -> int:
+        """Run until stopped; 0 on a clean shutdown, 1 when the credential is rejected."""
+        self._loop = asyncio.get_running_loop()
+        installed = self._install_signal_handlers()
+        async with httpx.AsyncClient(
+            headers={**self._auth, "User-Agent": USER_AGENT}, timeout=self._http_timeout
+        ) as http:
+            workers = {
+                asyncio.create_task(self._reconcile_loop(http), name="reconcile"),
+                asyncio.create_task(self._connection_loop(), name="connection"),
+            }
+            stopper = asyncio.create_task(self._stop.wait())
+            done, _ = await asyncio.wait({stopper, *workers}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {stopper}:
+                exc = task.exception()
+                if isinstance(exc, Unauthorized):
+                    self.fatal_message = REENROLL_HINT
+                elif exc is not None:
+                    logger.error("agent %s loop crashed", task.get_name(), exc_info=exc)
+                    self.fatal_message = f"agent crashed: {exc!r}"
+            logger.info("shutting down: stopping all tasks")
+            for task in workers:
+                if task.get_name() == "reconcile":
+                    task.cancel()
+            await asyncio.to_thread(self.supervisor.stop_all, self._grace)
+            await self._final_flush(timeout=2.0)
+            for task in (*workers, stopper):
+                task.cancel()
+            await asyncio.gather(*workers, stopper, return_exceptions=True)
+        for sig in installed:
+            self._loop.remove_signal_handler(sig)
+        return 1 if self.fatal_message else 0
+
+    def _install_signal_handlers(self) -> list[signal.Signals]:
+        assert self._loop is not None
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._loop.add_signal_handler(sig, self._stop.set)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # not the main thread (tests): request_stop() is the way out
+            installed.append(sig)
+        return installed
+
+    async def _final_flush(self, timeout: float) -> None:
+        """Give the last task statuses a chance to reach the server before exiting."""
+        ws = self._ws
+        if ws is None:
+            return
+        with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._flush(ws)
+
+    # -- WebSocket -----------------------------------------------------------------------
+
+    async def _connection_loop(self) -> None:
+        url = protocol.websocket_url(self.state.server)
+        initial, maximum = self._backoff
+        delay = initial
+        while True:
+            try:
+                async with connect(
+                    url,
+                    additional_headers=self._auth,
+                    user_agent_header=USER_AGENT,
+                    open_timeout=self._http_timeout,
+                ) as ws:
+                    delay = initial
+                    self.connections += 1
+                    logger.info("connected to %s", url)
+                    self._ws = ws
+                    try:
+                        await self._session(ws)
+                    finally:
+                        self._ws = None
+                    _raise_if_unauthorized(ws.close_code)
+                    logger.warning("connection closed by server (code %s)", ws.close_code)
+            except InvalidStatus as exc:
+                if exc.response.status_code == 401:
+                    raise Unauthorized from exc
+                logger.warning("cannot connect to %s: %s", url, exc)
+            except ConnectionClosed as exc:
+                _raise_if_unauthorized(exc.rcvd.code if exc.rcvd else None)
+                logger.warning("connection to %s lost: %s", url, exc)
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                logger.warning("cannot connect to %s: %s", url, exc or type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, maximum)
+
+    async def _session(self, ws: ClientConnection) -> None:
+        self._reconcile_now.set()
+        await ws.send(json.dumps(self._heartbeat()))
+        tasks = [
+            asyncio.create_task(self._receive_loop(ws)),
+            asyncio.create_task(self._send_loop(ws)),
+            asyncio.create_task(self._heartbeat_loop(ws)),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+
+    async def _receive_loop(self, ws: ClientConnection) -> None:
+        async for raw in ws:
+            try:
+                message: Any = json.loads(raw)
+            except ValueError:
+                logger.warning("ignoring non-JSON message from server")
+                continue
+            if isinstance(message, dict) and message.get("type") == "tasks_changed":
+                self._reconcile_now.set()
+            else:
+                kind = message.get("type") if isinstance(message, dict) else None
+                logger.debug("ignoring message of type %r", kind)
+
+    async def _send_loop(self, ws: ClientConnection) -> None:
+        while True:
+            await asyncio.sleep(self._flush_interval)
+            await self._flush(ws)
+
+    async def _flush(self, ws: ClientConnection) -> None:
+        async with self._flush_lock:
+            messages = self.outbox.drain()
+            for i, message in enumerate(messages):
+                try:
+                    await ws.send(json.dumps(message))
+                except BaseException:
+                    self.outbox.requeue(messages[i:])
+                    raise
+
+    async def _heartbeat_loop(self, ws: ClientConnection) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            await ws.send(json.dumps(self._heartbeat()))
+
+    def _heartbeat(self) -> dict[str, Any]:
+        return protocol.heartbeat_message(self.sampler.sample(), self.supervisor.live_pids())
+
+    # -- reconcile -----------------------------------------------------------------------
+
+    async def _reconcile_loop(self, http: httpx.AsyncClient) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._reconcile_now.wait(), self._reconcile_interval)
+            self._reconcile_now.clear()
+            try:
+                await self.reconcile_once(http)
+            except (httpx.HTTPError, protocol.ProtocolError, ValueError) as exc:
+                logger.warning("cannot fetch desired tasks: %s", exc or type(exc).__name__)
+
+    async def fetch_desired(self, http: httpx.AsyncClient) -> DesiredTasks:
+        response = await http.get(protocol.api_url(self.state.server, protocol.DESIRED_TASKS_PATH))
+        if response.status_code == 401:
+            raise Unauthorized
+        response.raise_for_status()
+        return protocol.parse_desired_tasks(response.json())
+
+    async def reconcile_once(self, http: httpx.AsyncClient) -> None:
+        desired = await self.fetch_desired(http)
+        self._grace = desired.stop_grace_seconds
+        plan = reconcile(
+            desired.tasks, self.supervisor.live_keys(), self.supervisor.finished_keys()
+        )
+        if plan.empty:
+            return
+        self.supervisor.forget(plan.forget)
+        for key in plan.stops:
+            self.supervisor.stop(key, desired.stop_grace_seconds)
+        for task in plan.starts:
+            # A restart (new attempt) waits for the old attempt to be gone: it holds the
+            # same ports, GPUs and checkpoint directory.
+            for old in plan.stops:
+                if old.id == task.id:
+                    await asyncio.to_thread(
+                        self.supervisor.wait_gone, old, desired.stop_grace_seconds + 2.0
+                    )
+            self.supervisor.start(task)
+
+
+def _raise_if_unauthorized(code: int | None) -> None:
+    if code == protocol.CLOSE_UNAUTHORIZED:
+        raise Unauthorized

@@ -1,0 +1,131 @@
+"""Bounded, ordered buffer of messages waiting to go up the agent socket.
+
+Reader threads add log lines and metric points; the daemon drains every 0.5 s, so each
+drain yields at most one batch per (task, kind, stream) plus any task statuses, in the
+order they happened. While the socket is down the buffer keeps filling up to a byte
+budget: over it, the oldest log batches are dropped first, then the oldest metric batches;
+task statuses are never dropped (there are at most a few per task attempt).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from ps_runtime.agent import protocol
+from ps_runtime.agent.protocol import TaskKey
+
+logger = logging.getLogger(__name__)
+
+LOGS = "logs"
+METRICS = "metrics"
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_BATCH_ITEMS = 1000
+# Rough per-item overhead in the JSON message, so empty lines still count.
+_ITEM_OVERHEAD = 8
+
+
+@dataclass
+class _Batch:
+    kind: str  # LOGS or METRICS
+    key: TaskKey
+    stream: str  # stdout/stderr for logs, "" for metrics
+    items: list[Any] = field(default_factory=list)
+    size: int = 0
+
+    def to_message(self) -> dict[str, Any]:
+        if self.kind == LOGS:
+            return protocol.logs_message(self.key, self.stream, self.items)
+        return protocol.metrics_message(self.key, self.items)
+
+
+# A queued entry is an open or closed batch, or a ready message (task_status).
+_Entry = _Batch | dict[str, Any]
+
+
+class Outbox:
+    """Thread-safe; producers are supervisor threads, the consumer is the daemon loop."""
+
+    def __init__(
+        self, max_bytes: int = DEFAULT_MAX_BYTES, max_batch_items: int = DEFAULT_MAX_BATCH_ITEMS
+    ) -> None:
+        self._max_bytes = max_bytes
+        self._max_batch_items = max_batch_items
+        self._lock = threading.Lock()
+        self._entries: deque[_Entry] = deque()
+        self._open: dict[tuple[str, TaskKey, str], _Batch] = {}
+        self._bytes = 0
+        self.dropped_items = 0
+
+    def add_log(self, key: TaskKey, stream: str, line: str) -> None:
+        self._add(LOGS, key, stream, line, len(line))
+
+    def add_metric(self, key: TaskKey, point: dict[str, Any], size: int) -> None:
+        self._add(METRICS, key, "", point, size)
+
+    def add_status(self, message: dict[str, Any]) -> None:
+        """Queue a task_status after everything already buffered for that task."""
+        key = TaskKey(message["id"], message["attempt"])
+        with self._lock:
+            for open_key in [k for k in self._open if k[1] == key]:
+                del self._open[open_key]
+            self._entries.append(message)
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Everything buffered, as protocol messages in order; the buffer is left empty."""
+        with self._lock:
+            entries = list(self._entries)
+            self._entries.clear()
+            self._open.clear()
+            self._bytes = 0
+        return [e.to_message() if isinstance(e, _Batch) else e for e in entries]
+
+    def requeue(self, messages: list[dict[str, Any]]) -> None:
+        """Put back messages that could not be sent, ahead of anything newer."""
+        with self._lock:
+            for message in reversed(messages):
+                self._entries.appendleft(message)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _add(self, kind: str, key: TaskKey, stream: str, item: Any, size: int) -> None:
+        size += _ITEM_OVERHEAD
+        with self._lock:
+            batch = self._open.get((kind, key, stream))
+            if batch is None:
+                batch = _Batch(kind, key, stream)
+                self._entries.append(batch)
+                self._open[(kind, key, stream)] = batch
+            batch.items.append(item)
+            batch.size += size
+            self._bytes += size
+            if len(batch.items) >= self._max_batch_items:
+                del self._open[(kind, key, stream)]
+            self._enforce_budget()
+
+    def _enforce_budget(self) -> None:
+        # Caller holds the lock.
+        for kind in (LOGS, METRICS):
+            while self._bytes > self._max_bytes:
+                victim = next(
+                    (e for e in self._entries if isinstance(e, _Batch) and e.kind == kind), None
+                )
+                if victim is None:
+                    break
+                self._entries.remove(victim)
+                self._open.pop((victim.kind, victim.key, victim.stream), None)
+                self._bytes -= victim.size
+                self.dropped_items += len(victim.items)
+                logger.warning(
+                    "outbox full: dropped %d %s of task %s attempt %s",
+                    len(victim.items),
+                    "log lines" if kind == LOGS else "metric points",
+                    victim.key.id,
+                    victim.key.attempt,
+                )

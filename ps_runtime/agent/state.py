@@ -1,0 +1,84 @@
+"""The agent's state file: `{"server", "node_id", "credential"}`, mode 0600."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+STATE_ENV = "TRAINHUB_AGENT_STATE"
+
+
+class StateError(Exception):
+    """The state file is missing or unusable; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class AgentState:
+    server: str
+    node_id: int
+    credential: str
+
+    def __repr__(self) -> str:  # never print the credential by accident
+        return f"AgentState(server={self.server!r}, node_id={self.node_id!r}, credential=***)"
+
+
+def default_state_path() -> Path:
+    env = os.environ.get(STATE_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".config" / "trainhub" / "agent.json"
+
+
+def save_state(path: Path, state: AgentState) -> None:
+    """Write atomically: the file is created 0600 and renamed over the old one."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = json.dumps(
+        {"server": state.server, "node_id": state.node_id, "credential": state.credential},
+        indent=2,
+    ).encode()
+    # O_EXCL + mode 0600 at creation: the file is never readable by others, not even
+    # between creation and a later chmod (umask can only remove bits).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def load_state(path: Path) -> AgentState:
+    try:
+        raw = path.read_text()
+    except FileNotFoundError:
+        raise StateError(
+            f"no agent state at {path}; run `trainhub-agent enroll --server URL --token T` first"
+        ) from None
+    except OSError as exc:
+        raise StateError(f"cannot read agent state {path}: {exc.strerror}") from None
+    try:
+        obj = json.loads(raw)
+        state = AgentState(
+            server=str(obj["server"]),
+            node_id=int(obj["node_id"]),
+            credential=str(obj["credential"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        raise StateError(
+            f"agent state {path} is corrupt; enroll again with `trainhub-agent enroll`"
+        ) from None
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise StateError(
+            f"agent state {path} is readable by other users (mode {mode:o}); "
+            f"fix with `chmod 600 {path}`"
+        )
+    return state

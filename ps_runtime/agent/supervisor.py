@@ -1,0 +1,267 @@
+"""Start, watch and stop task processes; their output and metrics go to the outbox.
+
+Each task attempt runs as `[sys.executable, "-m", "ps_runtime.task"]` in a new session
+(hence its own process group) with the env from docs/protocol.md §2. Per process there
+are three reader threads (stdout, stderr, metrics pipe) and a waiter thread that reaps
+the leader, cleans up the rest of its group and reports the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from ps_runtime.agent import limits, protocol
+from ps_runtime.agent.outbox import Outbox
+from ps_runtime.agent.protocol import DesiredTask, TaskKey
+
+logger = logging.getLogger(__name__)
+
+TASK_COMMAND: tuple[str, ...] = (sys.executable, "-m", "ps_runtime.task")
+MAX_LINE_BYTES = 64 * 1024  # longer lines are split; keeps memory per reader bounded
+READER_JOIN_SECONDS = 2.0  # a grandchild may keep the pipes open after the leader exits
+
+
+@dataclass
+class TaskProcess:
+    task: DesiredTask
+    proc: subprocess.Popen[bytes]
+    cpus: list[int]
+    grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    readers: list[threading.Thread] = field(default_factory=list)
+    stopper: threading.Thread | None = None
+
+    @property
+    def key(self) -> TaskKey:
+        return self.task.key
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+def parse_metric_line(line: str) -> dict[str, Any] | None:
+    """A `ps_runtime.report()` line as a protocol point, or None when it is not one."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("values"), dict):
+        return None
+    step = obj.get("step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        return None
+    when = obj.get("time")
+    if not isinstance(when, str):
+        when = datetime.now(UTC).isoformat()
+    return {"step": step, "time": when, "values": obj["values"]}
+
+
+def describe_exit(returncode: int) -> tuple[int, str]:
+    """(exit_code, message); death by signal N is reported as 128 + N like a shell."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return 128 - returncode, f"killed by {name}"
+    return returncode, f"exited with code {returncode}"
+
+
+class Supervisor:
+    """Owns every task process on the node.
+
+    `start` must be called from a long-lived thread (the daemon's loop thread): tasks get
+    PR_SET_PDEATHSIG, which fires when the *thread* that forked them exits.
+    """
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        work_dir: Path,
+        *,
+        cpus: Sequence[int] | None = None,
+        command: Sequence[str] = TASK_COMMAND,
+        on_exit: Callable[[TaskKey], None] | None = None,
+    ) -> None:
+        self._outbox = outbox
+        self._work_dir = work_dir
+        self._cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
+        self._command = list(command)
+        self._on_exit = on_exit
+        self._lock = threading.Lock()
+        self._live: dict[TaskKey, TaskProcess] = {}  # guarded by _lock
+        self._finished: set[TaskKey] = set()  # guarded by _lock
+
+    # -- queries -----------------------------------------------------------------------
+
+    def live_pids(self) -> dict[TaskKey, int]:
+        with self._lock:
+            return {key: tp.pid for key, tp in self._live.items()}
+
+    def live_keys(self) -> set[TaskKey]:
+        with self._lock:
+            return set(self._live)
+
+    def finished_keys(self) -> set[TaskKey]:
+        with self._lock:
+            return set(self._finished)
+
+    def forget(self, keys: Iterable[TaskKey]) -> None:
+        with self._lock:
+            self._finished.difference_update(keys)
+
+    def get(self, key: TaskKey) -> TaskProcess | None:
+        with self._lock:
+            return self._live.get(key)
+
+    # -- start -------------------------------------------------------------------------
+
+    def start(self, task: DesiredTask) -> TaskProcess | None:
+        """Start one task attempt; a failure to start is reported as a failed status."""
+        key = task.key
+        with self._lock:
+            if key in self._live:
+                return self._live[key]
+            in_use: Counter[int] = Counter()
+            for other in self._live.values():
+                in_use.update(other.cpus)
+        cpus = limits.choose_cpus(self._cpus, task.cpu, in_use)
+        read_fd, write_fd = os.pipe()
+        env = {**os.environ, **task.env}
+        env["TRAINHUB_METRICS_FD"] = str(write_fd)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in task.gpu_indices)
+        try:
+            cwd = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
+            cwd.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.Popen(
+                self._command,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                preexec_fn=limits.make_preexec(cpus, limits.address_space_limit(task.memory_mb)),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            os.close(read_fd)
+            logger.error("task %s attempt %s failed to start: %s", task.id, task.attempt, exc)
+            self._outbox.add_status(
+                protocol.task_status_message(key, protocol.FAILED, None, f"failed to start: {exc}")
+            )
+            with self._lock:
+                self._finished.add(key)
+            return None
+        finally:
+            os.close(write_fd)  # the child holds its own copy; EOF follows its exit
+        tp = TaskProcess(task=task, proc=proc, cpus=cpus)
+        with self._lock:
+            self._live[key] = tp
+        logger.info(
+            "started task %s attempt %s (%s) pid %d cpus %s",
+            task.id, task.attempt, task.role, proc.pid, cpus or "all",
+        )
+        self._outbox.add_status(protocol.task_status_message(key, protocol.RUNNING, None, ""))
+        assert proc.stdout is not None and proc.stderr is not None
+        tp.readers = [
+            self._thread(self._read_logs, tp, proc.stdout, protocol.STDOUT),
+            self._thread(self._read_logs, tp, proc.stderr, protocol.STDERR),
+            self._thread(self._read_metrics, tp, os.fdopen(read_fd, "rb")),
+        ]
+        self._thread(self._wait, tp)
+        return tp
+
+    @staticmethod
+    def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        return thread
+
+    # -- stop --------------------------------------------------------------------------
+
+    def stop(self, key: TaskKey, grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS) -> None:
+        """Ask a task to stop: SIGTERM its group now, SIGKILL after `grace`. Non-blocking."""
+        tp = self.get(key)
+        if tp is None or tp.stop_requested.is_set():
+            return
+        tp.grace = grace
+        tp.stop_requested.set()
+        logger.info("stopping task %s attempt %s (grace %.1fs)", key.id, key.attempt, grace)
+        tp.stopper = self._thread(limits.terminate_group_quietly, tp.pid, grace)
+
+    def wait_gone(self, key: TaskKey, timeout: float) -> bool:
+        tp = self.get(key)
+        return tp is None or tp.done.wait(timeout)
+
+    def stop_all(self, grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS) -> bool:
+        """Stop every task and wait until all are gone (at most grace + 2 s)."""
+        with self._lock:
+            processes = list(self._live.values())
+        for tp in processes:
+            self.stop(tp.key, grace)
+        return all(tp.done.wait(grace + 2.0) for tp in processes)
+
+    # -- threads -----------------------------------------------------------------------
+
+    def _read_logs(self, tp: TaskProcess, pipe: IO[bytes], stream: str) -> None:
+        with pipe:
+            for raw in iter(lambda: pipe.readline(MAX_LINE_BYTES), b""):
+                self._outbox.add_log(tp.key, stream, _decode(raw))
+
+    def _read_metrics(self, tp: TaskProcess, pipe: IO[bytes]) -> None:
+        with pipe:
+            for raw in iter(lambda: pipe.readline(MAX_LINE_BYTES), b""):
+                line = _decode(raw)
+                if not line.strip():
+                    continue
+                point = parse_metric_line(line)
+                if point is None:
+                    # Bad metrics never crash the task or the agent; they surface as a log.
+                    self._outbox.add_log(tp.key, protocol.STDERR, f"[unparsable metrics] {line}")
+                else:
+                    self._outbox.add_metric(tp.key, point, len(raw))
+
+    def _wait(self, tp: TaskProcess) -> None:
+        returncode = tp.proc.wait()
+        stopped = tp.stop_requested.is_set()
+        if tp.stopper is not None:
+            tp.stopper.join()
+        # Whatever the leader left behind in its group goes with it.
+        limits.terminate_group(tp.pid, tp.grace)
+        for reader in tp.readers:
+            reader.join(READER_JOIN_SECONDS)
+        exit_code, message = describe_exit(returncode)
+        if stopped:
+            state = protocol.STOPPED
+        elif returncode == 0:
+            state = protocol.SUCCEEDED
+        else:
+            state = protocol.FAILED
+        key = tp.key
+        logger.info("task %s attempt %s %s: %s", key.id, key.attempt, state, message)
+        self._outbox.add_status(protocol.task_status_message(key, state, exit_code, message))
+        with self._lock:
+            self._live.pop(key, None)
+            self._finished.add(key)
+        tp.done.set()
+        if self._on_exit is not None:
+            self._on_exit(key)
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace").rstrip("\r\n")

@@ -1,0 +1,143 @@
+"""A tiny stand-in for the control plane's agent gateway, for the agent's own tests.
+
+One port serves both HTTP (enroll, desired tasks) and the `/ws/agent/` WebSocket: a small
+asyncio front end answers HTTP itself and splices WebSocket upgrades through to a
+`websockets` server, because `websockets` only speaks GET.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+
+
+class FakeControlPlane:
+    def __init__(self, *, token: str = "good-token", credential: str = "s3cret-cred") -> None:
+        self.token = token
+        self.credential = credential
+        self.desired: dict[str, Any] = {"node_id": 7, "stop_grace_seconds": 1, "tasks": []}
+        self.enrollments: list[dict[str, Any]] = []
+        self.http_auth: list[str | None] = []
+        self.ws_auth: list[str | None] = []
+        self.received: list[dict[str, Any]] = []
+        self.open_sockets: list[ServerConnection] = []
+        self._front_streams: list[asyncio.StreamWriter] = []
+        self._ws_server: Server | None = None
+        self._front: asyncio.Server | None = None
+        self.url = ""
+
+    async def start(self) -> FakeControlPlane:
+        self._ws_server = await serve(self._ws_handler, "127.0.0.1", 0)
+        self._front = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._front.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def close(self) -> None:
+        self.drop_connections()
+        if self._front is not None:
+            self._front.close()
+        if self._ws_server is not None:
+            self._ws_server.close()
+            await self._ws_server.wait_closed()
+
+    # -- test controls -----------------------------------------------------------------
+
+    def set_tasks(self, tasks: list[dict[str, Any]]) -> None:
+        self.desired = {**self.desired, "tasks": tasks}
+
+    async def notify_tasks_changed(self) -> None:
+        for ws in list(self.open_sockets):
+            with contextlib.suppress(Exception):
+                await ws.send(json.dumps({"type": "tasks_changed"}))
+
+    def drop_connections(self) -> None:
+        """Cut every agent socket as a network failure would (no close frame)."""
+        for writer in self._front_streams:
+            writer.transport.abort()
+        self._front_streams.clear()
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return [m for m in self.received if m.get("type") == kind]
+
+    # -- WebSocket ---------------------------------------------------------------------
+
+    async def _ws_handler(self, ws: ServerConnection) -> None:
+        assert ws.request is not None
+        auth = ws.request.headers.get("Authorization")
+        self.ws_auth.append(auth)
+        if auth != f"Node {self.credential}":
+            await ws.close(4401, "bad node credential")
+            return
+        self.open_sockets.append(ws)
+        try:
+            async for raw in ws:
+                self.received.append(json.loads(raw))
+        finally:
+            self.open_sockets.remove(ws)
+
+    # -- HTTP front end ----------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+            return
+        request_line, *header_lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = request_line.split(" ", 2)
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (h.partition(":") for h in header_lines if h)
+        }
+        if path.startswith("/ws/"):
+            await self._splice(head, reader, writer)
+            return
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        status, payload = self._route(method, path, headers.get("authorization"), body)
+        data = json.dumps(payload).encode()
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data
+        )
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    def _route(
+        self, method: str, path: str, auth: str | None, body: bytes
+    ) -> tuple[int, dict[str, Any]]:
+        if method == "POST" and path == "/api/v1/nodes/enroll/":
+            request = json.loads(body)
+            self.enrollments.append(request)
+            if request.get("token") != self.token:
+                return 400, {"token": ["Invalid or expired enrollment token."]}
+            return 201, {"node_id": 7, "credential": self.credential}
+        if method == "GET" and path == "/api/v1/agent/tasks/":
+            self.http_auth.append(auth)
+            if auth != f"Node {self.credential}":
+                return 401, {"detail": "Invalid node credential."}
+            return 200, self.desired
+        return 404, {"detail": "Not found."}
+
+    async def _splice(
+        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        assert self._ws_server is not None
+        port = self._ws_server.sockets[0].getsockname()[1]
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        up_writer.write(head)
+        self._front_streams.append(writer)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))

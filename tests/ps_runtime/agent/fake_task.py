@@ -1,0 +1,48 @@
+"""Stand-in for `python -m ps_runtime.task` in agent tests (run as a script, not imported).
+
+FAKE_MODE: "exit" (print, report, exit with FAKE_EXIT_CODE), "serve" (print, report, wait
+for SIGTERM), "grandchild" (spawn a grandchild; both ignore SIGTERM; print its pid).
+"""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+mode = os.environ.get("FAKE_MODE", "exit")
+print("hello from task", flush=True)
+print("a warning", file=sys.stderr, flush=True)
+info = {
+    "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    "role": os.environ.get("TRAINHUB_ROLE"),
+    "affinity": sorted(os.sched_getaffinity(0)),
+    "rlimit_as": resource.getrlimit(resource.RLIMIT_AS)[0],
+    "pgid_is_pid": os.getpgid(0) == os.getpid(),
+    "cwd": os.getcwd(),
+}
+print("INFO " + json.dumps(info), flush=True)
+fd = os.environ.get("TRAINHUB_METRICS_FD")
+if fd:
+    with os.fdopen(int(fd), "w", buffering=1) as metrics:
+        metrics.write(json.dumps({"step": 10, "time": "2025-01-01T00:00:00+00:00",
+                                  "values": {"train_loss": 0.93}}) + "\n")
+        metrics.write("this is not json\n")
+        if mode == "exit":
+            metrics.write(json.dumps({"step": 11, "values": {"train_loss": 0.5}}) + "\n")
+
+if mode == "exit":
+    sys.exit(int(os.environ.get("FAKE_EXIT_CODE", "0")))
+elif mode == "grandchild":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+                              " time.sleep(600)"])
+    print(f"GRANDCHILD {child.pid}", flush=True)
+    time.sleep(600)
+else:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(0.1)

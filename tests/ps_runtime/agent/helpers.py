@@ -1,0 +1,70 @@
+"""Shared helpers for the agent tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ps_runtime.agent.protocol import DesiredTask
+
+FAKE_TASK = str(Path(__file__).with_name("fake_task.py"))
+FAKE_COMMAND = (sys.executable, FAKE_TASK)
+
+
+def fake_task(
+    task_id: int = 31, attempt: int = 1, mode: str = "exit", *, cpu: float = 1.0,
+    memory_mb: int = 0, gpu_indices: tuple[int, ...] = (), **env: str,
+) -> DesiredTask:
+    return DesiredTask(
+        id=task_id, attempt=attempt, job_id=12, role="ps", index=0, cpu=cpu,
+        memory_mb=memory_mb, gpu_indices=gpu_indices,
+        env={"TRAINHUB_ROLE": "ps", "FAKE_MODE": mode, **env},
+    )
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+
+
+def pid_alive(pid: int) -> bool:
+    """True while the pid is a running (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def statuses(messages: Iterable[dict[str, Any]]) -> list[tuple[int, int, str]]:
+    return [
+        (m["id"], m["attempt"], m["state"]) for m in messages if m["type"] == "task_status"
+    ]
+
+
+def log_lines(messages: Iterable[dict[str, Any]], stream: str) -> list[str]:
+    return [
+        line for m in messages
+        if m["type"] == "logs" and m["stream"] == stream for line in m["lines"]
+    ]
+
+
+def metric_points(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for m in messages if m["type"] == "metrics" for p in m["points"]]
+
+
+def cleanup_pid(pid: int) -> None:
+    try:
+        os.kill(pid, 9)
+    except OSError:
+        pass

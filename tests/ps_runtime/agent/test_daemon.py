@@ -1,0 +1,206 @@
+"""The agent daemon against an in-test control plane (WebSocket + HTTP on one port)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from ps_runtime.agent import cli
+from ps_runtime.agent.daemon import Agent
+from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.state import AgentState, load_state, save_state
+
+from .control_plane import FakeControlPlane
+from .helpers import FAKE_COMMAND, log_lines, metric_points, pid_alive, statuses
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _task_json(task_id: int = 31, attempt: int = 1, mode: str = "serve") -> dict[str, Any]:
+    return {
+        "id": task_id, "job_id": 12, "role": "ps", "index": 0, "attempt": attempt,
+        "resources": {"cpu": 1.0, "memory_mb": 2048, "gpu_indices": []},
+        "env": {"TRAINHUB_ROLE": "ps", "TRAINHUB_JOB_ID": "12", "FAKE_MODE": mode},
+    }
+
+
+async def _until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        result = predicate()
+        if result:
+            return result
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _run(scenario: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
+    asyncio.run(asyncio.wait_for(scenario, timeout))
+
+
+def _agent(state: AgentState, tmp_path: Path, **kwargs: Any) -> Agent:
+    options: dict[str, Any] = {
+        "command": FAKE_COMMAND, "heartbeat_interval": 0.5, "flush_interval": 0.2, **kwargs
+    }
+    return Agent(state, tmp_path / "work", **options)
+
+
+def test_enroll_run_tasks_reconnect_and_stop(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        state_file = tmp_path / "cfg" / "agent.json"
+        code = await asyncio.to_thread(
+            cli.main,
+            ["enroll", "--server", cp.url, "--token", "good-token",
+             "--state-file", str(state_file), "--address", "10.0.0.5"],
+        )
+        assert code == 0
+        [enrollment] = cp.enrollments
+        assert enrollment["token"] == "good-token"
+        assert enrollment["address"] == "10.0.0.5"
+        assert enrollment["cpus"] == len(os.sched_getaffinity(0))
+        assert enrollment["memory_mb"] > 0 and enrollment["hostname"]
+        assert enrollment["gpus"] == []  # no nvidia-smi here
+        assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
+        state = load_state(state_file)
+        assert state == AgentState(server=cp.url, node_id=7, credential="s3cret-cred")
+
+        cp.set_tasks([_task_json()])
+        agent = _agent(state, tmp_path)
+        run = asyncio.create_task(agent.run())
+
+        def status_seen(task_id: int, attempt: int, state: str) -> bool:
+            return (task_id, attempt, state) in statuses(cp.received)
+
+        await _until(lambda: status_seen(31, 1, "running"), what="running")
+        assert cp.ws_auth[0] == "Node s3cret-cred"
+        assert cp.http_auth[0] == "Node s3cret-cred"
+        await _until(lambda: metric_points(cp.received), what="metrics")
+        assert metric_points(cp.received)[0]["values"] == {"train_loss": 0.93}
+        await _until(lambda: "a warning" in log_lines(cp.received, "stderr"), what="stderr")
+        assert "hello from task" in log_lines(cp.received, "stdout")
+        assert "[unparsable metrics] this is not json" in log_lines(cp.received, "stderr")
+        heartbeat = await _until(
+            lambda: next((m for m in cp.of_type("heartbeat") if m["tasks"]), None),
+            what="heartbeat with the task",
+        )
+        [entry] = heartbeat["tasks"]
+        assert (entry["id"], entry["attempt"]) == (31, 1)
+        first_pid = entry["pid"]
+        assert pid_alive(first_pid)
+        assert set(heartbeat["usage"]) == {"cpu_percent", "memory_used_mb"}
+
+        # The server drops the socket: the agent reconnects and keeps the task running.
+        beats = len(cp.of_type("heartbeat"))
+        cp.drop_connections()
+        await _until(lambda: len(cp.ws_auth) >= 2 and cp.open_sockets, what="reconnect")
+        await _until(lambda: len(cp.of_type("heartbeat")) > beats, what="heartbeat")
+        assert agent.connections == 2
+        assert pid_alive(first_pid)
+        assert statuses(cp.received).count((31, 1, "running")) == 1
+
+        # A new attempt of the same id: the old one stops, then the new one starts.
+        cp.set_tasks([_task_json(attempt=2)])
+        await cp.notify_tasks_changed()
+        await _until(lambda: status_seen(31, 2, "running"), what="attempt 2 running")
+        assert status_seen(31, 1, "stopped")
+        order = statuses(cp.received)
+        assert order.index((31, 1, "stopped")) < order.index((31, 2, "running"))
+        assert not pid_alive(first_pid)
+
+        # The desired list empties: the task is stopped and reported so.
+        cp.set_tasks([])
+        await cp.notify_tasks_changed()
+        await _until(lambda: status_seen(31, 2, "stopped"), what="attempt 2 stopped")
+        stopped = [m for m in cp.of_type("task_status") if m["state"] == "stopped"][-1]
+        assert stopped == {"type": "task_status", "id": 31, "attempt": 2, "state": "stopped",
+                           "exit_code": 0, "message": "exited with code 0"}
+        assert agent.supervisor.live_pids() == {}
+
+        agent.request_stop()
+        assert await run == 0
+        await cp.close()
+
+    _run(scenario())
+
+
+def test_periodic_reconcile_and_no_restart_after_exit(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path, reconcile_interval=0.3)
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: cp.open_sockets, what="connect")
+        # No tasks_changed notice: the periodic reconcile must pick the task up.
+        cp.set_tasks([_task_json(mode="exit")])
+        await _until(lambda: (31, 1, "succeeded") in statuses(cp.received), what="succeeded")
+        await asyncio.sleep(1.0)  # several reconcile rounds while the task is still desired
+        assert statuses(cp.received) == [(31, 1, "running"), (31, 1, "succeeded")]
+        agent.request_stop()
+        assert await run == 0
+        await cp.close()
+
+    _run(scenario())
+
+
+def test_rejected_credential_exits_nonzero_with_reenroll_hint(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        agent = _agent(AgentState(cp.url, 7, "revoked"), tmp_path)
+        assert await agent.run() == 1
+        assert agent.fatal_message is not None and "enroll" in agent.fatal_message
+        await cp.close()
+
+    _run(scenario(), timeout=15)
+
+
+def test_sigterm_stops_running_tasks_and_reports_them(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        cp.set_tasks([_task_json(mode="grandchild")])  # ignores SIGTERM: needs the SIGKILL
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path)
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: (31, 1, "running") in statuses(cp.received), what="running")
+        line = await _until(
+            lambda: next((x for x in log_lines(cp.received, "stdout")
+                          if x.startswith("GRANDCHILD ")), None),
+            what="grandchild pid",
+        )
+        pid = agent.supervisor.live_pids()[TaskKey(31, 1)]
+        os.kill(os.getpid(), signal.SIGTERM)  # the agent's handler, not pytest's death
+        assert await run == 0
+        assert not pid_alive(pid) and not pid_alive(int(line.split()[1]))
+        # The final status went out before the agent closed its socket.
+        await _until(lambda: (31, 1, "stopped") in statuses(cp.received), 2, "stopped")
+        await cp.close()
+
+    _run(scenario())
+
+
+def test_agent_process_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """`trainhub-agent run` as a real process: connects, exits 0 on SIGTERM."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        state_file = tmp_path / "agent.json"
+        save_state(state_file, AgentState(cp.url, 7, cp.credential))
+        # The real task module may not exist yet: desire nothing, then check shutdown.
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ps_runtime.agent.cli", "run",
+            "--state-file", str(state_file), "--work-dir", str(tmp_path / "work"),
+            cwd=REPO, stderr=asyncio.subprocess.PIPE,
+        )
+        await _until(lambda: cp.open_sockets and cp.http_auth, what="agent connected")
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = await asyncio.wait_for(proc.communicate(), 10)
+        assert proc.returncode == 0, stderr.decode()
+        assert b"s3cret-cred" not in stderr  # the credential is never logged
+        await cp.close()
+
+    _run(scenario())

@@ -1,0 +1,179 @@
+"""Supervisor with real child processes (a fake task script stands in for ps_runtime.task)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ps_runtime.agent import limits
+from ps_runtime.agent.outbox import Outbox
+from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.supervisor import Supervisor, parse_metric_line
+
+from .helpers import (
+    FAKE_COMMAND,
+    cleanup_pid,
+    fake_task,
+    log_lines,
+    metric_points,
+    pid_alive,
+    statuses,
+    wait_for,
+)
+
+
+class Collector:
+    """Drains an outbox, keeping every message in order."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.messages: list[dict[str, Any]] = []
+
+    def poll(self) -> list[dict[str, Any]]:
+        self.messages.extend(self.outbox.drain())
+        return self.messages
+
+    def wait_status(self, key: TaskKey, state: str, timeout: float = 10.0) -> None:
+        wait_for(lambda: (key.id, key.attempt, state) in statuses(self.poll()), timeout,
+                 f"{state} of {key}")
+
+
+NODE_CPUS = sorted(os.sched_getaffinity(0))
+
+
+@pytest.fixture
+def outbox() -> Outbox:
+    return Outbox()
+
+
+@pytest.fixture
+def supervisor(outbox: Outbox, tmp_path: Path) -> Any:
+    sup = Supervisor(outbox, tmp_path, cpus=NODE_CPUS, command=FAKE_COMMAND)
+    yield sup
+    sup.stop_all(grace=0.5)
+
+
+def _info(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    line = next(x for x in log_lines(messages, "stdout") if x.startswith("INFO "))
+    return dict(json.loads(line[5:]))
+
+
+def test_task_runs_reports_logs_metrics_and_success(supervisor: Supervisor, outbox: Outbox) -> None:
+    collector = Collector(outbox)
+    task = fake_task(memory_mb=2048, gpu_indices=(1, 3))
+    supervisor.start(task)
+    collector.wait_status(task.key, "succeeded")
+    messages = collector.messages
+    assert statuses(messages) == [(31, 1, "running"), (31, 1, "succeeded")]
+    final = messages[-1]
+    assert final == {"type": "task_status", "id": 31, "attempt": 1, "state": "succeeded",
+                     "exit_code": 0, "message": "exited with code 0"}
+    # All output arrived before the final status.
+    assert "hello from task" in log_lines(messages, "stdout")
+    assert "a warning" in log_lines(messages, "stderr")
+    points = metric_points(messages)
+    assert points[0] == {"step": 10, "time": "2025-01-01T00:00:00+00:00",
+                         "values": {"train_loss": 0.93}}
+    assert points[1]["step"] == 11 and points[1]["time"]  # the agent fills a missing time
+    # An unparsable metrics line is a log line, not a crash.
+    assert "[unparsable metrics] this is not json" in log_lines(messages, "stderr")
+    info = _info(messages)
+    assert info["cuda"] == "1,3"
+    assert info["role"] == "ps"
+    assert info["pgid_is_pid"] is True
+    assert info["rlimit_as"] == limits.address_space_limit(2048)
+    assert info["rlimit_as"] >= 2 * 2048 * limits.MIB  # a legit 2 GiB task keeps headroom
+    assert info["cwd"].endswith("tasks/31-1")
+    assert supervisor.finished_keys() == {task.key}
+    assert supervisor.live_keys() == set()
+
+
+def test_failure_exit_code_and_no_gpus(supervisor: Supervisor, outbox: Outbox) -> None:
+    collector = Collector(outbox)
+    task = fake_task(FAKE_EXIT_CODE="3", cpu=0.5)
+    supervisor.start(task)
+    collector.wait_status(task.key, "failed")
+    final = collector.messages[-1]
+    assert (final["exit_code"], final["message"]) == (3, "exited with code 3")
+    info = _info(collector.messages)
+    assert info["cuda"] == ""
+    assert info["affinity"] == NODE_CPUS[:1]  # ceil(0.5) = 1 core, the lowest free one
+
+
+def test_cpu_affinity_spreads_over_free_cores() -> None:
+    from collections import Counter
+
+    assert limits.choose_cpus([0, 1, 2, 3], 1.5, Counter()) == [0, 1]
+    assert limits.choose_cpus([0, 1, 2, 3], 1.5, Counter({0: 1, 1: 1})) == [2, 3]
+    assert limits.choose_cpus([0, 1, 2, 3], 9, Counter()) == [0, 1, 2, 3]
+    assert limits.choose_cpus([0, 1, 2, 3], 0, Counter()) == []
+
+
+def test_missing_executable_reports_failed(outbox: Outbox, tmp_path: Path) -> None:
+    sup = Supervisor(outbox, tmp_path, command=[str(tmp_path / "no-such-python")])
+    task = fake_task()
+    assert sup.start(task) is None
+    [message] = outbox.drain()
+    assert (message["state"], message["exit_code"]) == ("failed", None)
+    assert "failed to start" in message["message"]
+    assert sup.finished_keys() == {task.key}
+
+
+def test_stop_reports_stopped(supervisor: Supervisor, outbox: Outbox) -> None:
+    collector = Collector(outbox)
+    task = fake_task(mode="serve")
+    tp = supervisor.start(task)
+    assert tp is not None
+    wait_for(lambda: "hello from task" in log_lines(collector.poll(), "stdout"))
+    assert supervisor.live_pids() == {task.key: tp.pid}
+    supervisor.stop(task.key, grace=5)
+    collector.wait_status(task.key, "stopped")
+    assert collector.messages[-1]["exit_code"] == 0  # the task exits 0 on SIGTERM
+    assert not pid_alive(tp.pid)
+
+
+def test_stop_kills_whole_process_group_within_grace(
+    supervisor: Supervisor, outbox: Outbox
+) -> None:
+    collector = Collector(outbox)
+    task = fake_task(mode="grandchild")
+    tp = supervisor.start(task)
+    assert tp is not None
+    line = wait_for(
+        lambda: next((x for x in log_lines(collector.poll(), "stdout")
+                      if x.startswith("GRANDCHILD ")), None),
+        what="grandchild pid",
+    )
+    grandchild = int(line.split()[1])
+    try:
+        assert pid_alive(grandchild) and os.getpgid(grandchild) == tp.pid
+        grace = 1.0
+        started = time.monotonic()
+        supervisor.stop(task.key, grace=grace)
+        # Both ignore SIGTERM, so SIGKILL after the grace period must take both.
+        wait_for(lambda: not pid_alive(tp.pid) and not pid_alive(grandchild), grace + 1.0,
+                 "task and grandchild gone")
+        assert time.monotonic() - started >= grace * 0.9
+        collector.wait_status(task.key, "stopped", timeout=3)
+        final = collector.messages[-1]
+        assert (final["exit_code"], final["message"]) == (137, "killed by SIGKILL")
+    finally:
+        cleanup_pid(grandchild)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["", "[]", '{"step": 1}', '{"values": 3}', '{"step": "x", "values": {}}', "nan"],
+)
+def test_parse_metric_line_rejects_malformed(line: str) -> None:
+    assert parse_metric_line(line) is None
+
+
+def test_parse_metric_line_accepts_report_output() -> None:
+    point = parse_metric_line('{"step": null, "time": "t", "values": {"acc": 1}}')
+    assert point == {"step": None, "time": "t", "values": {"acc": 1}}
