@@ -1,0 +1,1 @@
+"""Built-in example models that run on the PS runtime."""

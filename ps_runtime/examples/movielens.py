@@ -1,0 +1,245 @@
+"""Biased matrix factorization on MovieLens, trained on the PS runtime.
+
+Model: ŷ = μ + b_u + b_i + <p_u, q_i>. Each user (item) row on the PS holds
+[p_u, b_u] (dim + 1 floats), so one pull and one push per table per batch serve
+both the factors and the bias. Loss per batch of B ratings:
+mean (ŷ - r)² + λ·mean(‖p_u‖² + ‖q_i‖²) + λ_b·mean(b_u² + b_i²), gradients derived
+by hand below, Adagrad on the PS.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ps_runtime
+from ps_runtime.cluster import ClusterResolver, LocalCluster
+from ps_runtime.coordinator import ClusterCoordinator, RemoteValue
+from ps_runtime.optimizers import Adagrad
+from ps_runtime.strategy import ParameterServerStrategy
+from ps_runtime.variables import EmbeddingTable
+
+
+@dataclass(frozen=True)
+class Ratings:
+    """Parallel arrays of user ids, item ids and ratings."""
+
+    users: np.ndarray
+    items: np.ndarray
+    ratings: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ratings)
+
+    def take(self, index: np.ndarray) -> Ratings:
+        """The ratings at `index`."""
+        return Ratings(self.users[index], self.items[index], self.ratings[index])
+
+
+class Dataset:
+    """Train and test ratings plus per-epoch shuffles (same on every worker)."""
+
+    def __init__(self, train: Ratings, test: Ratings, seed: int) -> None:
+        self.train = train
+        self.test = test
+        self.seed = seed
+        self._lock = threading.Lock()  # guards _orders
+        self._orders: dict[int, np.ndarray] = {}
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The permutation of training examples for `epoch` (keeps the last two)."""
+        with self._lock:
+            order = self._orders.get(epoch)
+            if order is None:
+                rng = np.random.default_rng([self.seed, epoch])
+                order = self._orders[epoch] = rng.permutation(len(self.train))
+                for old in [e for e in self._orders if e < epoch - 1]:
+                    del self._orders[old]
+            return order
+
+    def batch(self, epoch: int, index: int, batch_size: int) -> Ratings:
+        """Batch `index` of `epoch`; the last batch of an epoch may be smaller."""
+        return self.train.take(self.epoch_order(epoch)[index * batch_size:
+                                                       (index + 1) * batch_size])
+
+
+def read_ratings(path: str) -> Ratings:
+    """Read ml-100k `u.data`/`u1.base` (tab-separated), ml-1m `ratings.dat` (`::`) or
+    `ratings.csv` (header userId,movieId,rating,timestamp)."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"ratings file {path} does not exist; pass data=<path to "
+                                "u.data or ratings.csv> or omit it for synthetic data")
+    with p.open() as f:
+        first = f.readline()
+    if "::" in first:
+        text = p.read_text().replace("::", "\t")
+        table = np.loadtxt(text.splitlines(), delimiter="\t", usecols=(0, 1, 2), ndmin=2)
+    elif "," in first:
+        skip = 0 if first.split(",")[0].strip().isdigit() else 1
+        table = np.loadtxt(p, delimiter=",", skiprows=skip, usecols=(0, 1, 2), ndmin=2)
+    else:
+        table = np.loadtxt(p, usecols=(0, 1, 2), ndmin=2)
+    if len(table) == 0:
+        raise ValueError(f"no ratings in {path}")
+    return Ratings(table[:, 0].astype(np.int64), table[:, 1].astype(np.int64),
+                   table[:, 2].astype(np.float32))
+
+
+def synthetic_ratings(seed: int, num_users: int = 600, num_items: int = 400,
+                      num_ratings: int = 40_000, rank: int = 4) -> Ratings:
+    """Seeded low-rank ratings on a 1..5 scale, for runs without a data file."""
+    rng = np.random.default_rng(seed)
+    p = rng.normal(0, 0.6, (num_users, rank))
+    q = rng.normal(0, 0.6, (num_items, rank))
+    bu = rng.normal(0, 0.4, num_users)
+    bi = rng.normal(0, 0.4, num_items)
+    users = rng.integers(0, num_users, num_ratings)
+    items = rng.integers(0, num_items, num_ratings)
+    raw = 3.5 + bu[users] + bi[items] + np.sum(p[users] * q[items], axis=1)
+    ratings = np.clip(np.rint(raw + rng.normal(0, 0.4, num_ratings)), 1, 5)
+    return Ratings(users + 1, items + 1, ratings.astype(np.float32))
+
+
+def load_dataset(data: str | None, test: str | None, seed: int) -> Dataset:
+    """Load (or generate) the ratings and split them: `test` file or a seeded 80/20 split."""
+    ratings = read_ratings(data) if data else synthetic_ratings(seed)
+    if test:
+        return Dataset(ratings, read_ratings(test), seed)
+    order = np.random.default_rng(seed).permutation(len(ratings))
+    cut = round(0.8 * len(ratings))
+    return Dataset(ratings.take(order[:cut]), ratings.take(order[cut:]), seed)
+
+
+def predict(users: np.ndarray, items: np.ndarray, mean: float) -> np.ndarray:
+    """ŷ from gathered rows [p, b] of users and items."""
+    return mean + users[:, -1] + items[:, -1] + np.einsum("ij,ij->i", users[:, :-1],
+                                                          items[:, :-1])
+
+
+def loss_and_gradients(u: np.ndarray, v: np.ndarray, r: np.ndarray, mean: float, l2: float,
+                       bias_l2: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """Batch loss and its gradients with respect to each gathered user and item row."""
+    n = len(r)
+    err = predict(u, v, mean) - r
+    loss = (np.mean(err * err) + l2 * np.mean(np.sum(u[:, :-1] ** 2 + v[:, :-1] ** 2, axis=1))
+            + bias_l2 * np.mean(u[:, -1] ** 2 + v[:, -1] ** 2))
+    scale = 2.0 / n
+    gu = np.empty_like(u)
+    gv = np.empty_like(v)
+    gu[:, :-1] = scale * (err[:, None] * v[:, :-1] + l2 * u[:, :-1])
+    gv[:, :-1] = scale * (err[:, None] * u[:, :-1] + l2 * v[:, :-1])
+    gu[:, -1] = scale * (err + bias_l2 * u[:, -1])
+    gv[:, -1] = scale * (err + bias_l2 * v[:, -1])
+    return float(loss), gu, gv
+
+
+def train_step(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, epoch: int,
+               batch: int, batch_size: int, mean: float, l2: float, bias_l2: float) -> float:
+    """One batch on a worker: pull rows, compute gradients, push them; return the loss."""
+    b = dataset.batch(epoch, batch, batch_size)
+    u = users.lookup(b.users)
+    v = items.lookup(b.items)
+    loss, gu, gv = loss_and_gradients(u, v, b.ratings, mean, l2, bias_l2)
+    users.push_gradients(b.users, gu)
+    items.push_gradients(b.items, gv)
+    return loss
+
+
+def evaluate(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable,
+             mean: float) -> float:
+    """Test RMSE with predictions clipped to [1, 5]."""
+    t = dataset.test
+    pred = np.clip(predict(users.lookup(t.users), items.lookup(t.items), mean), 1.0, 5.0)
+    return float(np.sqrt(np.mean((pred - t.ratings) ** 2)))
+
+
+def train(data: str | None = None, test: str | None = None, epochs: int = 10, dim: int = 32,
+          lr: float = 0.05, batch_size: int = 512, seed: int = 0, l2: float = 0.1,
+          bias_l2: float = 0.1, init_std: float = 0.01, report_every: int = 20,
+          cluster: ClusterResolver | None = None) -> dict[str, Any]:
+    """Train biased MF on the PS cluster and return the final metrics.
+
+    Uses TRAINHUB_CLUSTER when set (agent or launcher), `cluster` when given, and
+    otherwise an in-process cluster of one PS and one worker. Reports `train_loss`
+    every `report_every` batches and `test_rmse` after each epoch.
+    """
+    import os
+
+    local = None
+    if cluster is None:
+        if os.environ.get("TRAINHUB_CLUSTER"):
+            cluster = ClusterResolver()
+        else:
+            local = LocalCluster(num_ps=1, num_workers=1)
+            cluster = local.resolver
+    strategy = ParameterServerStrategy(cluster)
+    coordinator = ClusterCoordinator(strategy)
+    try:
+        return _train(strategy, coordinator, data, test, epochs, dim, lr, batch_size, seed,
+                      l2, bias_l2, init_std, report_every)
+    finally:
+        coordinator.shutdown()
+        strategy.close()
+        if local is not None:
+            local.stop()
+
+
+def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
+           data: str | None, test: str | None, epochs: int, dim: int, lr: float,
+           batch_size: int, seed: int, l2: float, bias_l2: float, init_std: float,
+           report_every: int) -> dict[str, Any]:
+    dataset = load_dataset(data, test, seed)
+    mean = float(np.mean(dataset.train.ratings))
+    optimizer = Adagrad(learning_rate=lr)
+    init = ("normal", {"stddev": init_std, "seed": seed})
+    with strategy.scope():
+        users = strategy.create_table("mf/users", dim + 1, initializer=init, optimizer=optimizer)
+        items = strategy.create_table("mf/items", dim + 1, initializer=init, optimizer=optimizer)
+    per_worker_data = coordinator.create_per_worker_dataset(load_dataset, data, test, seed)
+    steps_per_epoch = math.ceil(len(dataset.train) / batch_size)
+    losses: list[tuple[int, RemoteValue]] = []
+    reported = 0
+
+    def report_losses(upto: int) -> None:
+        nonlocal reported
+        while reported + report_every <= upto:
+            window = [rv.fetch() for s, rv in losses if reported < s <= reported + report_every]
+            reported += report_every
+            ps_runtime.report(step=reported, train_loss=float(np.mean(window)))
+        losses[:] = [(s, rv) for s, rv in losses if s > reported]
+
+    rmse_history: list[float] = []
+    start = time.perf_counter()
+    step = 0
+    for epoch in range(epochs):
+        for batch in range(steps_per_epoch):
+            step += 1
+            losses.append((step, coordinator.schedule(
+                train_step, (per_worker_data, users, items, epoch, batch, batch_size, mean,
+                             l2, bias_l2))))
+            if step % report_every == 0:
+                report_losses(step - report_every)  # the window before is (nearly) done
+        coordinator.join()
+        report_losses(step)
+        rmse = evaluate(dataset, users, items, mean)
+        rmse_history.append(rmse)
+        ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse)
+    seconds = time.perf_counter() - start
+    last_loss = [rv.fetch() for _, rv in losses]
+    return {
+        "test_rmse": rmse_history[-1] if rmse_history else None,
+        "best_test_rmse": min(rmse_history) if rmse_history else None,
+        "test_rmse_history": rmse_history,
+        "last_train_loss": float(np.mean(last_loss)) if last_loss else None,
+        "epochs": epochs,
+        "steps": step,
+        "train_seconds": seconds,
+        "examples_per_sec": epochs * len(dataset.train) / seconds if seconds else None,
+    }

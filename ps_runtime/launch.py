@@ -1,0 +1,202 @@
+"""`python -m ps_runtime.launch`: run a job's coordinator, PS shards and workers as local
+processes on loopback, like torchrun.
+
+    python -m ps_runtime.launch --ps 1 --workers 2 ps_runtime.examples.movielens:train \
+        -- --data u.data --epochs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+HOST = "127.0.0.1"
+STOP_GRACE_SECONDS = 5.0
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the OS reports free right now (all held open until every one is chosen)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def parse_value(text: str) -> Any:
+    """'5' -> 5, '0.1' -> 0.1, 'true'/'false' -> bool, anything else stays a string."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return text
+
+
+def parse_entry_args(argv: Sequence[str]) -> dict[str, Any]:
+    """Turn ['--data', 'x', '--epochs', '5', '--flag'] into keyword arguments.
+
+    The example gives {'data': 'x', 'epochs': 5, 'flag': True}.
+    """
+    kwargs: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("--") or len(token) == 2:
+            raise SystemExit(f"launch: expected --name value after '--', got {token!r}")
+        name, eq, inline = token[2:].partition("=")
+        key = name.replace("-", "_")
+        if eq:
+            kwargs[key] = parse_value(inline)
+            i += 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            kwargs[key] = parse_value(argv[i + 1])
+            i += 2
+        else:
+            kwargs[key] = True
+            i += 1
+    return kwargs
+
+
+def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        with lock:
+            out.write(f"{prefix} {line}\n")
+            out.flush()
+    stream.close()
+
+
+class LocalJob:
+    """The processes of one locally launched job."""
+
+    def __init__(self, entrypoint: str, kwargs: dict[str, Any], num_ps: int, num_workers: int,
+                 checkpoint_dir: str | None = None) -> None:
+        ports = free_ports(num_ps + num_workers)
+        self.cluster = {"ps": [f"{HOST}:{p}" for p in ports[:num_ps]],
+                        "worker": [f"{HOST}:{p}" for p in ports[num_ps:]]}
+        self.token = secrets.token_urlsafe(24)
+        self.entrypoint = entrypoint
+        self.kwargs = kwargs
+        self.checkpoint_dir = checkpoint_dir
+        self.procs: list[tuple[str, int, subprocess.Popen[bytes]]] = []
+        self._out_lock = threading.Lock()  # one line at a time on our stdout
+        self._pumps: list[threading.Thread] = []
+
+    def _env(self, role: str, index: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("TRAINHUB_METRICS_FD", None)  # children report to their stdout
+        env.update({
+            "TRAINHUB_JOB_ID": "local", "TRAINHUB_TASK_ID": f"{role}-{index}",
+            "TRAINHUB_ROLE": role, "TRAINHUB_TASK_INDEX": str(index),
+            "TRAINHUB_CLUSTER": json.dumps(self.cluster), "TRAINHUB_JOB_TOKEN": self.token,
+            "PYTHONUNBUFFERED": "1",
+        })
+        if role == "coordinator":
+            env["TRAINHUB_ENTRYPOINT"] = self.entrypoint
+            env["TRAINHUB_ARGS"] = json.dumps(self.kwargs)
+        else:
+            key = "ps" if role == "ps" else "worker"
+            env["TRAINHUB_BIND"] = self.cluster[key][index]
+        if self.checkpoint_dir:
+            env["TRAINHUB_CHECKPOINT_DIR"] = self.checkpoint_dir
+        return env
+
+    def _start(self, role: str, index: int) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-m", "ps_runtime.task"],
+                                env=self._env(role, index), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        address = "-" if role == "coordinator" else self._env(role, index)["TRAINHUB_BIND"]
+        with self._out_lock:
+            print(f"started role={role} index={index} pid={proc.pid} address={address}",
+                  flush=True)
+        prefix = f"[{role}{index}]"
+        for stream, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+            assert stream is not None
+            t = threading.Thread(target=_pump, args=(stream, prefix, out, self._out_lock),
+                                 daemon=True)
+            t.start()
+            self._pumps.append(t)
+        self.procs.append((role, index, proc))
+        return proc
+
+    def run(self) -> int:
+        """Start every process, wait for the coordinator, stop the rest; return its code."""
+        for i in range(len(self.cluster["ps"])):
+            self._start("ps", i)
+        for i in range(len(self.cluster["worker"])):
+            self._start("worker", i)
+        coordinator = self._start("coordinator", 0)
+        code = coordinator.wait()
+        self.stop()
+        for t in self._pumps:
+            t.join(timeout=2.0)
+        return code
+
+    def stop(self) -> None:
+        """SIGTERM every live process, then SIGKILL what is left after the grace period."""
+        for _, _, proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for _, _, proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run the job, return the coordinator's exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    entry_argv: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, entry_argv = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(prog="python -m ps_runtime.launch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ps", type=int, default=1, help="number of PS shards (default 1)")
+    parser.add_argument("--workers", type=int, default=1, help="number of workers (default 1)")
+    parser.add_argument("--checkpoint-dir", help="TRAINHUB_CHECKPOINT_DIR for every task")
+    parser.add_argument("entrypoint", help="module:function the coordinator calls")
+    args = parser.parse_args(argv)
+    if args.ps < 1 or args.workers < 1:
+        parser.error("--ps and --workers must be at least 1")
+    if ":" not in args.entrypoint:
+        parser.error(f"entrypoint {args.entrypoint!r} must look like package.module:function")
+    job = LocalJob(args.entrypoint, parse_entry_args(entry_argv), args.ps, args.workers,
+                   args.checkpoint_dir)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        job.stop()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        return job.run()
+    finally:
+        job.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""The MovieLens example: data formats, hand-derived gradients, and accuracy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ps_runtime.examples import movielens
+
+ML100K = Path("/work/shared/datasets/ml-100k")
+
+
+def test_reads_u_data_and_ratings_csv(tmp_path: Path) -> None:
+    (tmp_path / "u.data").write_text("1\t10\t4\t881250949\n2\t20\t3\t881250950\n")
+    (tmp_path / "ratings.csv").write_text(
+        "userId,movieId,rating,timestamp\n1,10,4.5,1\n3,30,2.0,2\n")
+    u = movielens.read_ratings(str(tmp_path / "u.data"))
+    c = movielens.read_ratings(str(tmp_path / "ratings.csv"))
+    assert u.users.tolist() == [1, 2] and u.items.tolist() == [10, 20]
+    assert c.ratings.tolist() == [4.5, 2.0] and c.users.dtype == np.int64
+    with pytest.raises(FileNotFoundError, match="synthetic"):
+        movielens.read_ratings(str(tmp_path / "missing"))
+
+
+def test_split_is_seeded_and_complete() -> None:
+    a = movielens.load_dataset(None, None, seed=1)
+    b = movielens.load_dataset(None, None, seed=1)
+    assert len(a.train) + len(a.test) == 40_000 and len(a.train) == 32_000
+    np.testing.assert_array_equal(a.test.users, b.test.users)
+    np.testing.assert_array_equal(a.epoch_order(3), b.epoch_order(3))
+
+
+def test_gradients_match_finite_differences() -> None:
+    rng = np.random.default_rng(0)
+    u, v = rng.normal(0, 0.3, (5, 4)), rng.normal(0, 0.3, (5, 4))
+    r = rng.uniform(1, 5, 5)
+    _, gu, gv = movielens.loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)
+    eps = 1e-6
+    for arr, grad in ((u, gu), (v, gv)):
+        for idx in [(0, 0), (2, 3), (4, 1)]:
+            old = arr[idx]
+            arr[idx] = old + eps
+            plus = movielens.loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)[0]
+            arr[idx] = old - eps
+            minus = movielens.loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)[0]
+            arr[idx] = old
+            assert grad[idx] == pytest.approx((plus - minus) / (2 * eps), rel=1e-4)
+
+
+def test_train_in_process_on_synthetic_data(capsys: pytest.CaptureFixture[str]) -> None:
+    result = movielens.train(epochs=2, dim=8)
+    hist = result["test_rmse_history"]
+    assert len(hist) == 2 and hist[1] < hist[0]
+    assert '"test_rmse"' in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (ML100K / "u.data").exists(), reason="shared ml-100k not present")
+def test_ml100k_five_epochs_reaches_target() -> None:
+    result = movielens.train(data=str(ML100K / "u.data"), epochs=5, report_every=1000)
+    assert result["test_rmse"] < 0.98
