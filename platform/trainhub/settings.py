@@ -122,10 +122,16 @@ LOGOUT_REDIRECT_URL = "/login/"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 if REDIS_URL:
+    # The pub/sub layer needs no blocking list commands, so the same layer runs on Redis in
+    # services mode and on standalone's embedded broker.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {
+                "hosts": [REDIS_URL],
+                # Installations (or test runs) that share one Redis keep apart by prefix.
+                "prefix": os.environ.get("TRAINHUB_CHANNEL_PREFIX", "trainhub"),
+            },
         }
     }
 else:

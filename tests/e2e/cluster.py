@@ -1,0 +1,231 @@
+"""A real TrainHub in services mode on loopback: PostgreSQL, Redis and separate web, Celery
+worker, beat and agent processes, as production runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+import httpx
+import psycopg
+import redis
+from trainhub.standalone.processes import (
+    ProcessGroup,
+    agent_command,
+    beat_command,
+    child_env,
+    wait_http_ok,
+    web_command,
+    worker_command,
+)
+
+ADMIN = ("admin", "admin-pw-e2e")
+SHARED_UDATA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "ml-100k" / "u.data"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def fresh_database(base_url: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database next to `base_url`'s, dropped afterwards."""
+    name = f"trainhub_e2e_{secrets.token_hex(4)}"
+    parsed = urlparse(base_url)
+    admin_dsn = urlunparse(parsed._replace(path="/postgres"))
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunparse(parsed._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class LiveCluster:
+    """Handles to a running services-mode TrainHub."""
+
+    def __init__(self, url: str, group: ProcessGroup, data_dir: Path) -> None:
+        self.url = url
+        self.group = group
+        self.data_dir = data_dir
+        response = httpx.post(
+            f"{url}/api/v1/auth/token/", json={"username": ADMIN[0], "password": ADMIN[1]}
+        )
+        response.raise_for_status()
+        self.token = response.json()["token"]
+        self.api = httpx.Client(
+            base_url=f"{url}/api/v1", headers={"Authorization": f"Token {self.token}"}, timeout=30
+        )
+
+    def submit(self, **spec: Any) -> dict[str, Any]:
+        response = self.api.post("/jobs/", json=spec)
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        return dict(self.api.get(f"/jobs/{job_id}/").raise_for_status().json())
+
+    def wait_state(self, job_id: int, states: set[str], timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        job = self.job(job_id)
+        while job["state"] not in states:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"job {job_id} still {job['state']} after {timeout} s: "
+                    f"{json.dumps(job)[:2000]}\nlogs:\n{self.logs(job_id)}"
+                )
+            time.sleep(0.5)
+            job = self.job(job_id)
+        return job
+
+    def logs(self, job_id: int) -> str:
+        lines = self.api.get(f"/jobs/{job_id}/logs/").json()["lines"]
+        return "\n".join(f"[{x['source']}] {x['line']}" for x in lines[-80:])
+
+
+@contextmanager
+def services_cluster(database_url: str, redis_url: str, tmp: Path) -> Iterator[LiveCluster]:
+    redis.Redis.from_url(redis_url).flushdb()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = child_env(
+        {
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "TRAINHUB_DATA_DIR": str(tmp / "data"),
+            "TRAINHUB_CHECKPOINT_ROOT": str(tmp / "checkpoints"),
+            "TRAINHUB_CHANNEL_PREFIX": f"e2e{port}",
+            "DJANGO_SUPERUSER_PASSWORD": ADMIN[1],
+        }
+    )
+
+    def manage(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainhub.cli", "manage", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"manage {args} failed:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    manage("migrate", "--noinput")
+    manage("createsuperuser", "--noinput", "--username", ADMIN[0], "--email", "a@example.com")
+    manage("create_team", "recsys", "--cpu", "2", "--memory-mb", "16384", "--admin", ADMIN[0])
+    group = ProcessGroup(env=env, log_dir=tmp / "logs")
+    try:
+        group.start("web", web_command("127.0.0.1", port))
+        group.start("worker", worker_command())
+        group.start("beat", beat_command(tmp / "celerybeat-schedule"))
+        wait_http_ok(f"{url}/readyz", timeout=60, procs=group)
+        cluster = LiveCluster(url, group, tmp)
+        token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
+        state = tmp / "agent.json"
+        enroll = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ps_runtime.agent.cli",
+                "enroll",
+                "--server",
+                url,
+                "--token",
+                token,
+                "--state-file",
+                str(state),
+                "--address",
+                "127.0.0.1",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert enroll.returncode == 0, enroll.stderr
+        group.start("agent", agent_command(state, tmp / "agent"))
+        _wait_node_alive(cluster)
+        yield cluster
+    except BaseException:
+        _dump_logs(tmp / "logs")
+        raise
+    finally:
+        group.stop()
+
+
+def _wait_node_alive(cluster: LiveCluster, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        nodes = cluster.api.get("/nodes/").json()["results"]
+        if nodes and nodes[0]["last_seen"]:
+            return
+        time.sleep(0.3)
+    raise AssertionError("the agent's node never came up")
+
+
+def _dump_logs(log_dir: Path) -> None:
+    for log in sorted(log_dir.glob("*.log")):
+        print(
+            f"===== {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-60:]),
+            file=sys.stderr,
+        )
+
+
+def job_processes(job_id: int) -> list[int]:
+    """PIDs of live processes started for this job (found by their environment)."""
+    needle = f"TRAINHUB_JOB_ID={job_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and "State:\tZ" not in status:
+            pids.append(int(entry.name))
+    return pids
+
+
+def movielens_file(tmp: Path) -> Path:
+    """ml-100k's u.data when ../shared has it; else a generated file in the same format."""
+    if SHARED_UDATA.exists():
+        return SHARED_UDATA
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    users, items, dim = 400, 600, 4
+    p = rng.normal(0, 0.6, (users, dim))
+    q = rng.normal(0, 0.6, (items, dim))
+    bu, bi = rng.normal(0, 0.4, users), rng.normal(0, 0.4, items)
+    u = rng.integers(0, users, 30000)
+    i = rng.integers(0, items, 30000)
+    r = np.clip(
+        np.rint(3.5 + bu[u] + bi[i] + (p[u] * q[i]).sum(1) + rng.normal(0, 0.4, u.size)), 1, 5
+    )
+    path = tmp / "u.data"
+    path.write_text(
+        "".join(
+            f"{a + 1}\t{b + 1}\t{int(c)}\t{881250949 + k}\n"
+            for k, (a, b, c) in enumerate(zip(u, i, r, strict=True))
+        )
+    )
+    return path
+
+
+__all__ = ["LiveCluster", "fresh_database", "job_processes", "movielens_file", "services_cluster"]
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")

@@ -1,0 +1,20 @@
+"""One services-mode TrainHub shared by the end-to-end tests of a session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ..conftest import require_services
+from .cluster import LiveCluster, fresh_database, services_cluster
+
+
+@pytest.fixture(scope="session")
+def live_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
+    database_url, redis_url = require_services()
+    tmp: Path = tmp_path_factory.mktemp("services")
+    redis_e2e = redis_url.rsplit("/", 1)[0] + "/14"
+    with fresh_database(database_url) as db_url, services_cluster(db_url, redis_e2e, tmp) as c:
+        yield c
