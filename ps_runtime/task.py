@@ -3,6 +3,7 @@ docs/protocol.md §2 (role ps, worker or coordinator)."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -103,6 +104,10 @@ def main(env: Mapping[str, str] | None = None) -> int:
     # gRPC core logs connection teardown at INFO on shutdown; keep task logs readable.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     env = os.environ if env is None else env
+    # Output goes to the agent through pipes: flush per line so logs stream live.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
