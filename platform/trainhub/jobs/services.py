@@ -240,3 +240,30 @@ def record_task_status(
     what = f"{task.role} {task.index} exited with code {exit_code}"
     detail = f"{what}: {message}" if message else what
     transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
+
+
+@transaction.atomic
+def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: datetime) -> int:
+    """End the tasks of nodes not heard from in time; their running jobs fail with the reason.
+
+    Returns how many tasks were ended.
+    """
+    tasks = list(
+        Task.objects.select_for_update()
+        .filter(node_id__in=lost_node_ids, state__in=TASK_ACTIVE)
+        .select_related("job", "node")
+    )
+    for task in tasks:
+        stopping = task.desired == DesiredState.STOP
+        hostname = task.node.hostname if task.node else "?"
+        reason = f"node {hostname} lost: no heartbeat for {lost_after_s:g} s"
+        Task.objects.filter(pk=task.pk).update(
+            state=TaskState.STOPPED if stopping else TaskState.FAILED,
+            finished_at=now,
+            message=reason,
+        )
+        if not stopping and task.job.state in JOB_PLACED:
+            transition_job(
+                task.job, JobState.FAILED, reason=reason, actor="scheduler", now=now, message=reason
+            )
+    return len(tasks)

@@ -16,6 +16,11 @@ class NodeQuerySet(models.QuerySet["Node"]):
         cutoff = now - timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
         return self.filter(last_seen__gte=cutoff)
 
+    def lost(self, now: datetime) -> NodeQuerySet:
+        """Nodes not heard from within the liveness grace period."""
+        cutoff = now - timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
+        return self.filter(models.Q(last_seen__lt=cutoff) | models.Q(last_seen__isnull=True))
+
 
 class Node(models.Model):
     hostname = models.CharField(max_length=255)

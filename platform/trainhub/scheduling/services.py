@@ -12,7 +12,12 @@ from django.db import transaction
 
 from trainhub.jobs.choices import TASK_ACTIVE, JobState, TaskRole
 from trainhub.jobs.models import Job, Task
-from trainhub.jobs.services import Placement, place_job, set_pending_reasons
+from trainhub.jobs.services import (
+    Placement,
+    place_job,
+    release_lost_nodes,
+    set_pending_reasons,
+)
 from trainhub.nodes.choices import SCHEDULABLE
 from trainhub.nodes.models import Node
 
@@ -113,6 +118,11 @@ def run_cycle(*, now: datetime) -> CycleResult:
     with transaction.atomic():
         if not try_advisory_xact_lock("scheduling_cycle"):
             return CycleResult(ran=False)
+        lost = list(Node.objects.lost(now).values_list("pk", flat=True))
+        if lost:
+            release_lost_nodes(
+                lost_node_ids=lost, now=now, lost_after_s=settings.NODE_LOST_AFTER_SECONDS
+            )
         snapshot, jobs, used_ports = _snapshot(now)
         decisions = policy.schedule(snapshot)
         requests = {r.id: {(t.role, t.index): t for t in r.tasks} for r in snapshot.pending}

@@ -195,3 +195,22 @@ def test_agent_socket_authenticates_and_receives_task_notices() -> None:
     async_to_sync(scenario)()
     node.refresh_from_db()
     assert node.usage == {"cpu_percent": 5}
+
+
+def test_lost_node_fails_its_running_job_with_the_reason(setup: dict[str, Any]) -> None:
+    from datetime import timedelta
+
+    job = make_job(setup["alice"])
+    start = timezone.now()
+    run_cycle(now=start)
+    for task in _agent_tasks(setup["credential"])["tasks"]:
+        _report(setup["node"].pk, task, "running")
+    run_cycle(now=start + timedelta(seconds=10))  # still within the grace period
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+    run_cycle(now=start + timedelta(seconds=60))
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert job.message == "node node-1 lost: no heartbeat for 30 s"
+    assert set(job.tasks.values_list("state", flat=True)) == {TaskState.FAILED}
