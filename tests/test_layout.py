@@ -11,8 +11,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_import_platform_from_repo_root_is_the_stdlib_module() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import platform; print(platform.system()); print(platform.__file__)"],
-        cwd=REPO, capture_output=True, text=True, check=True)
+        [
+            sys.executable,
+            "-c",
+            "import platform; print(platform.system()); print(platform.__file__)",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     system, origin = done.stdout.splitlines()
     assert system == "Linux"
     assert not origin.startswith(str(REPO))

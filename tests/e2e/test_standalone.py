@@ -21,25 +21,36 @@ def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(TRAINHUB_DATA_DIR=str(tmp_path / "var"), TRAINHUB_ADMIN_PASSWORD="pw-standalone")
-    proc = subprocess.Popen([sys.executable, "-m", "trainhub.cli", "standalone", "--port",
-                             str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainhub.cli", "standalone", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         banner = _read_until(proc, "TrainHub is up at", timeout=90)
         assert f"{url}/" in banner
-        token = httpx.post(f"{url}/api/v1/auth/token/",
-                           json={"username": "admin", "password": "pw-standalone"}).json()["token"]
+        token = httpx.post(
+            f"{url}/api/v1/auth/token/", json={"username": "admin", "password": "pw-standalone"}
+        ).json()["token"]
         api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Token {token}"})
         ready = httpx.get(f"{url}/readyz").json()
         assert ready["checks"] == {"database": "ok", "broker": "ok"}
-        job = api.post("/jobs/", json={
-            "name": "standalone-mf", "team": "default",
-            "entrypoint": "ps_runtime.examples.movielens:train", "args": {"epochs": 2},
-            "parameter_servers": {"replicas": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
-            "workers": {"min": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
-            "coordinator": {"resources": {"cpu": 0.5, "memory_mb": 512}},
-        }).json()
+        job = api.post(
+            "/jobs/",
+            json={
+                "name": "standalone-mf",
+                "team": "default",
+                "entrypoint": "ps_runtime.examples.movielens:train",
+                "args": {"epochs": 2},
+                "parameter_servers": {"replicas": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
+                "workers": {"min": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
+                "coordinator": {"resources": {"cpu": 0.5, "memory_mb": 512}},
+            },
+        ).json()
         deadline = time.monotonic() + 180
         state = job["state"]
         while state not in {"succeeded", "failed", "cancelled"} and time.monotonic() < deadline:

@@ -26,16 +26,20 @@ def address(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def _call(address: str, metadata: tuple[tuple[str, str], ...] | None) -> None:
     with rpc.create_channel(address) as channel:
-        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
-                                                  metadata=metadata, timeout=5)
+        health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), metadata=metadata, timeout=5
+        )
 
 
-@pytest.mark.parametrize("metadata", [
-    None,
-    (("authorization", "Bearer wrong"),),
-    (("authorization", TOKEN),),
-    (("x-other", f"Bearer {TOKEN}"),),
-])
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        None,
+        (("authorization", "Bearer wrong"),),
+        (("authorization", TOKEN),),
+        (("x-other", f"Bearer {TOKEN}"),),
+    ],
+)
 def test_bad_or_missing_token_is_unauthenticated(address: str, metadata: object) -> None:
     with pytest.raises(grpc.RpcError) as info:
         _call(address, metadata)  # type: ignore[arg-type]
@@ -56,8 +60,7 @@ def test_ps_methods_are_protected() -> None:
             with pytest.raises(grpc.RpcError) as info:
                 stub.Stats(ps_pb2.StatsRequest(), timeout=5)
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            reply = stub.Stats(ps_pb2.StatsRequest(), metadata=rpc.auth_metadata(TOKEN),
-                               timeout=5)
+            reply = stub.Stats(ps_pb2.StatsRequest(), metadata=rpc.auth_metadata(TOKEN), timeout=5)
             assert reply.shard_index == 0
     finally:
         server.stop(None)

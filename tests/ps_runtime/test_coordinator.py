@@ -19,8 +19,9 @@ def test_schedule_fetch_join_done() -> None:
         strategy = ParameterServerStrategy(cluster.resolver)
         with ClusterCoordinator(strategy) as coordinator:
             values = [coordinator.schedule(closure_fns.add, (i, 10)) for i in range(20)]
-            arr = coordinator.schedule("tests.ps_runtime.closure_fns:add",
-                                       (np.arange(3), np.ones(3)))
+            arr = coordinator.schedule(
+                "tests.ps_runtime.closure_fns:add", (np.arange(3), np.ones(3))
+            )
             coordinator.join()
             assert coordinator.done()
             assert [v.fetch() for v in values] == list(range(10, 30))
@@ -33,8 +34,7 @@ def test_closure_error_surfaces_with_remote_traceback() -> None:
         strategy = ParameterServerStrategy(cluster.resolver)
         with ClusterCoordinator(strategy, max_in_flight_per_worker=1) as coordinator:
             bad = coordinator.schedule(closure_fns.fail, ("boom",))
-            later = [coordinator.schedule(closure_fns.slow_identity, (i, 0.01))
-                     for i in range(5)]
+            later = [coordinator.schedule(closure_fns.slow_identity, (i, 0.01)) for i in range(5)]
             with pytest.raises(ClosureError, match="ValueError: boom") as info:
                 coordinator.join()
             assert "closure_fns.py" in info.value.remote_traceback
@@ -83,15 +83,14 @@ def test_per_worker_dataset_is_built_once_per_worker_process() -> None:
 def test_workers_push_to_tables_on_the_ps() -> None:
     with LocalCluster(num_ps=2, num_workers=2) as cluster:
         strategy = ParameterServerStrategy(cluster.resolver)
-        table = strategy.create_table("t", 2, initializer="zeros",
-                                      optimizer=SGD(learning_rate=1.0))
+        table = strategy.create_table("t", 2, initializer="zeros", optimizer=SGD(learning_rate=1.0))
         with ClusterCoordinator(strategy) as coordinator:
             for _ in range(4):
-                coordinator.schedule(closure_fns.push_rows,
-                                     (table, [1, 2, 2], np.ones((3, 2), np.float32)))
+                coordinator.schedule(
+                    closure_fns.push_rows, (table, [1, 2, 2], np.ones((3, 2), np.float32))
+                )
             coordinator.join()
-        np.testing.assert_allclose(table.lookup(np.array([1, 2, 3])),
-                                   [[-4, -4], [-8, -8], [0, 0]])
+        np.testing.assert_allclose(table.lookup(np.array([1, 2, 3])), [[-4, -4], [-8, -8], [0, 0]])
         strategy.close()
 
 
@@ -101,8 +100,9 @@ def test_unavailable_worker_closures_are_requeued_to_another() -> None:
     alive, alive_port = create_worker_server(token=token)
     dead, dead_port = create_worker_server(token=token)
     dead.stop(None).wait()  # its address now refuses connections: UNAVAILABLE
-    resolver = ClusterResolver([f"127.0.0.1:{ps_port}"],
-                               [f"127.0.0.1:{dead_port}", f"127.0.0.1:{alive_port}"], token)
+    resolver = ClusterResolver(
+        [f"127.0.0.1:{ps_port}"], [f"127.0.0.1:{dead_port}", f"127.0.0.1:{alive_port}"], token
+    )
     strategy = ParameterServerStrategy(resolver)
     try:
         with ClusterCoordinator(strategy) as coordinator:

@@ -15,7 +15,8 @@ ML100K = Path("/work/shared/datasets/ml-100k")
 def test_reads_u_data_and_ratings_csv(tmp_path: Path) -> None:
     (tmp_path / "u.data").write_text("1\t10\t4\t881250949\n2\t20\t3\t881250950\n")
     (tmp_path / "ratings.csv").write_text(
-        "userId,movieId,rating,timestamp\n1,10,4.5,1\n3,30,2.0,2\n")
+        "userId,movieId,rating,timestamp\n1,10,4.5,1\n3,30,2.0,2\n"
+    )
     u = movielens.read_ratings(str(tmp_path / "u.data"))
     c = movielens.read_ratings(str(tmp_path / "ratings.csv"))
     assert u.users.tolist() == [1, 2] and u.items.tolist() == [10, 20]

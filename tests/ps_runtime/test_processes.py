@@ -40,16 +40,32 @@ def _metrics(lines: list[str]) -> list[dict[str, Any]]:
 
 
 def test_parse_entry_args() -> None:
-    assert parse_entry_args(["--data", "u.data", "--epochs", "5", "--lr=0.1", "--fast",
-                             "--batch-size", "64"]) == {
-        "data": "u.data", "epochs": 5, "lr": 0.1, "fast": True, "batch_size": 64}
+    assert parse_entry_args(
+        ["--data", "u.data", "--epochs", "5", "--lr=0.1", "--fast", "--batch-size", "64"]
+    ) == {"data": "u.data", "epochs": 5, "lr": 0.1, "fast": True, "batch_size": 64}
 
 
 def test_launch_runs_movielens_and_rmse_decreases() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "ps_runtime.launch", "--ps", "1", "--workers", "1",
-         "ps_runtime.examples.movielens:train", "--", "--epochs", "2"],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "ps_runtime.launch",
+            "--ps",
+            "1",
+            "--workers",
+            "1",
+            "ps_runtime.examples.movielens:train",
+            "--",
+            "--epochs",
+            "2",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     started = [line for line in lines if line.startswith("started role=")]
@@ -63,24 +79,51 @@ def test_launch_runs_movielens_and_rmse_decreases() -> None:
 
 def test_launch_exits_with_coordinator_error_code() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "ps_runtime.launch", "ps_runtime.examples.movielens:train",
-         "--", "--data", "/nonexistent/u.data", "--epochs", "1"],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "ps_runtime.launch",
+            "ps_runtime.examples.movielens:train",
+            "--",
+            "--data",
+            "/nonexistent/u.data",
+            "--epochs",
+            "1",
+        ],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "does not exist" in proc.stderr and "Traceback" in proc.stderr
 
 
-def _start_task(role: str, index: int, cluster: dict[str, list[str]], token: str,
-                **extra: str) -> subprocess.Popen[str]:
-    env = _env(TRAINHUB_JOB_ID="7", TRAINHUB_TASK_ID=f"{role}{index}", TRAINHUB_ROLE=role,
-               TRAINHUB_TASK_INDEX=str(index), TRAINHUB_CLUSTER=json.dumps(cluster),
-               TRAINHUB_JOB_TOKEN=token, **extra)
+def _start_task(
+    role: str, index: int, cluster: dict[str, list[str]], token: str, **extra: str
+) -> subprocess.Popen[str]:
+    env = _env(
+        TRAINHUB_JOB_ID="7",
+        TRAINHUB_TASK_ID=f"{role}{index}",
+        TRAINHUB_ROLE=role,
+        TRAINHUB_TASK_INDEX=str(index),
+        TRAINHUB_CLUSTER=json.dumps(cluster),
+        TRAINHUB_JOB_TOKEN=token,
+        **extra,
+    )
     if role != "coordinator":
         env["TRAINHUB_BIND"] = cluster[role][index]
     pass_fds = (int(extra["TRAINHUB_METRICS_FD"]),) if "TRAINHUB_METRICS_FD" in extra else ()
-    return subprocess.Popen([sys.executable, "-m", "ps_runtime.task"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            pass_fds=pass_fds)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ps_runtime.task"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=pass_fds,
+    )
 
 
 def test_task_protocol_env_with_metrics_pipe() -> None:
@@ -91,9 +134,14 @@ def test_task_protocol_env_with_metrics_pipe() -> None:
     read_fd, write_fd = os.pipe()
     try:
         coordinator = _start_task(
-            "coordinator", 0, cluster, token, TRAINHUB_METRICS_FD=str(write_fd),
+            "coordinator",
+            0,
+            cluster,
+            token,
+            TRAINHUB_METRICS_FD=str(write_fd),
             TRAINHUB_ENTRYPOINT="ps_runtime.examples.movielens:train",
-            TRAINHUB_ARGS=json.dumps({"epochs": 2, "dim": 8}))
+            TRAINHUB_ARGS=json.dumps({"epochs": 2, "dim": 8}),
+        )
         os.close(write_fd)
         with os.fdopen(read_fd) as pipe:
             metrics = [json.loads(line) for line in pipe]
@@ -116,15 +164,26 @@ def test_task_protocol_env_with_metrics_pipe() -> None:
 def test_task_coordinator_names_missing_address() -> None:
     port, worker_port = free_ports(2)
     cluster = {"ps": [f"127.0.0.1:{port}"], "worker": [f"127.0.0.1:{worker_port}"]}
-    proc = _start_task("coordinator", 0, cluster, "tok", TRAINHUB_STARTUP_TIMEOUT="1",
-                       TRAINHUB_ENTRYPOINT="ps_runtime.examples.movielens:train")
+    proc = _start_task(
+        "coordinator",
+        0,
+        cluster,
+        "tok",
+        TRAINHUB_STARTUP_TIMEOUT="1",
+        TRAINHUB_ENTRYPOINT="ps_runtime.examples.movielens:train",
+    )
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert f"ps at 127.0.0.1:{port}" in err and f"worker at 127.0.0.1:{worker_port}" in err
 
 
 def test_task_rejects_bad_role() -> None:
-    proc = subprocess.run([sys.executable, "-m", "ps_runtime.task"], cwd=ROOT,
-                          env=_env(TRAINHUB_ROLE="chief"), capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ps_runtime.task"],
+        cwd=ROOT,
+        env=_env(TRAINHUB_ROLE="chief"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "TRAINHUB_ROLE='chief'" in proc.stderr

@@ -17,8 +17,9 @@ def test_dense_variable_pull_push_and_stats() -> None:
     with LocalCluster(num_ps=2, num_workers=1) as cluster:
         strategy = ParameterServerStrategy(cluster.resolver)
         with strategy.scope():
-            v = create_variable("w", initial_value=np.ones((2, 3), np.float32),
-                                optimizer=SGD(learning_rate=0.5))
+            v = create_variable(
+                "w", initial_value=np.ones((2, 3), np.float32), optimizer=SGD(learning_rate=0.5)
+            )
             t = create_table("t", 2, initializer=("constant", {"value": 1.0}))
         np.testing.assert_array_equal(v.read(), np.ones((2, 3)))
         assert v.push_gradient(np.full((2, 3), 2.0)) == 1

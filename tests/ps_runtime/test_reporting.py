@@ -12,8 +12,9 @@ import pytest
 import ps_runtime
 
 
-def test_report_to_stdout(monkeypatch: pytest.MonkeyPatch,
-                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_to_stdout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("TRAINHUB_METRICS_FD", raising=False)
     ps_runtime.report(step=3, loss=0.5)
     line = json.loads(capsys.readouterr().out)

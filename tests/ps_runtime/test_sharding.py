@@ -41,11 +41,18 @@ def _train_table(num_ps: int) -> tuple[np.ndarray, np.ndarray]:
     with LocalCluster(num_ps=num_ps, num_workers=1) as cluster:
         strategy = ParameterServerStrategy(cluster.resolver)
         with strategy.scope():
-            table = strategy.create_table("emb", 4, initializer=("normal", {"stddev": 0.1}),
-                                          optimizer=Adagrad(learning_rate=0.1))
-            dense = [strategy.create_variable(f"w{i}", (3,), initializer="zeros",
-                                              optimizer=Adagrad(learning_rate=0.1))
-                     for i in range(3)]
+            table = strategy.create_table(
+                "emb",
+                4,
+                initializer=("normal", {"stddev": 0.1}),
+                optimizer=Adagrad(learning_rate=0.1),
+            )
+            dense = [
+                strategy.create_variable(
+                    f"w{i}", (3,), initializer="zeros", optimizer=Adagrad(learning_rate=0.1)
+                )
+                for i in range(3)
+            ]
         for _ in range(5):
             ids = rng.integers(0, 50, size=64)
             table.push_gradients(ids, rng.normal(size=(64, 4)))

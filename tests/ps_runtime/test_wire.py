@@ -48,8 +48,10 @@ class _Handle:
 
 
 def test_value_round_trip_with_arrays_and_handles() -> None:
-    value = {"args": [1, "x", (2.5, None), np.ones((2, 2), np.float32), _Handle()],
-             "kwargs": {"n": np.int64(7), "nested": {"a": np.arange(3)}}}
+    value = {
+        "args": [1, "x", (2.5, None), np.ones((2, 2), np.float32), _Handle()],
+        "kwargs": {"n": np.int64(7), "nested": {"a": np.arange(3)}},
+    }
     text, tensors = encode_value(value)
     json.loads(text)  # plain JSON, no pickle
     assert len(tensors) == 2

@@ -102,7 +102,8 @@ class FakeControlPlane:
         data = json.dumps(payload).encode()
         writer.write(
             f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+            + data
         )
         with contextlib.suppress(ConnectionError):
             await writer.drain()

@@ -27,8 +27,12 @@ print("INFO " + json.dumps(info), flush=True)
 fd = os.environ.get("TRAINHUB_METRICS_FD")
 if fd:
     with os.fdopen(int(fd), "w", buffering=1) as metrics:
-        metrics.write(json.dumps({"step": 10, "time": "2025-01-01T00:00:00+00:00",
-                                  "values": {"train_loss": 0.93}}) + "\n")
+        metrics.write(
+            json.dumps(
+                {"step": 10, "time": "2025-01-01T00:00:00+00:00", "values": {"train_loss": 0.93}}
+            )
+            + "\n"
+        )
         metrics.write("this is not json\n")
         if mode == "exit":
             metrics.write(json.dumps({"step": 11, "values": {"train_loss": 0.5}}) + "\n")
@@ -37,9 +41,13 @@ if mode == "exit":
     sys.exit(int(os.environ.get("FAKE_EXIT_CODE", "0")))
 elif mode == "grandchild":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    child = subprocess.Popen([sys.executable, "-c",
-                              "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
-                              " time.sleep(600)"])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)",
+        ]
+    )
     print(f"GRANDCHILD {child.pid}", flush=True)
     time.sleep(600)
 else:

@@ -16,12 +16,24 @@ FAKE_COMMAND = (sys.executable, FAKE_TASK)
 
 
 def fake_task(
-    task_id: int = 31, attempt: int = 1, mode: str = "exit", *, cpu: float = 1.0,
-    memory_mb: int = 0, gpu_indices: tuple[int, ...] = (), **env: str,
+    task_id: int = 31,
+    attempt: int = 1,
+    mode: str = "exit",
+    *,
+    cpu: float = 1.0,
+    memory_mb: int = 0,
+    gpu_indices: tuple[int, ...] = (),
+    **env: str,
 ) -> DesiredTask:
     return DesiredTask(
-        id=task_id, attempt=attempt, job_id=12, role="ps", index=0, cpu=cpu,
-        memory_mb=memory_mb, gpu_indices=gpu_indices,
+        id=task_id,
+        attempt=attempt,
+        job_id=12,
+        role="ps",
+        index=0,
+        cpu=cpu,
+        memory_mb=memory_mb,
+        gpu_indices=gpu_indices,
         env={"TRAINHUB_ROLE": "ps", "FAKE_MODE": mode, **env},
     )
 
@@ -47,15 +59,15 @@ def pid_alive(pid: int) -> bool:
 
 
 def statuses(messages: Iterable[dict[str, Any]]) -> list[tuple[int, int, str]]:
-    return [
-        (m["id"], m["attempt"], m["state"]) for m in messages if m["type"] == "task_status"
-    ]
+    return [(m["id"], m["attempt"], m["state"]) for m in messages if m["type"] == "task_status"]
 
 
 def log_lines(messages: Iterable[dict[str, Any]], stream: str) -> list[str]:
     return [
-        line for m in messages
-        if m["type"] == "logs" and m["stream"] == stream for line in m["lines"]
+        line
+        for m in messages
+        if m["type"] == "logs" and m["stream"] == stream
+        for line in m["lines"]
     ]
 
 

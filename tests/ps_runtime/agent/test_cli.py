@@ -52,8 +52,9 @@ def test_enroll_bad_token_prints_server_message(
 
 
 def test_enroll_rejects_non_http_server(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code = cli.main(["enroll", "--server", "ftp://x", "--token", "t",
-                     "--state-file", str(tmp_path / "s.json")])
+    code = cli.main(
+        ["enroll", "--server", "ftp://x", "--token", "t", "--state-file", str(tmp_path / "s.json")]
+    )
     assert code == 1
     assert "http:// or https://" in capsys.readouterr().err
 

@@ -24,7 +24,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 def _task_json(task_id: int = 31, attempt: int = 1, mode: str = "serve") -> dict[str, Any]:
     return {
-        "id": task_id, "job_id": 12, "role": "ps", "index": 0, "attempt": attempt,
+        "id": task_id,
+        "job_id": 12,
+        "role": "ps",
+        "index": 0,
+        "attempt": attempt,
         "resources": {"cpu": 1.0, "memory_mb": 2048, "gpu_indices": []},
         "env": {"TRAINHUB_ROLE": "ps", "TRAINHUB_JOB_ID": "12", "FAKE_MODE": mode},
     }
@@ -47,7 +51,10 @@ def _run(scenario: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
 
 def _agent(state: AgentState, tmp_path: Path, **kwargs: Any) -> Agent:
     options: dict[str, Any] = {
-        "command": FAKE_COMMAND, "heartbeat_interval": 0.5, "flush_interval": 0.2, **kwargs
+        "command": FAKE_COMMAND,
+        "heartbeat_interval": 0.5,
+        "flush_interval": 0.2,
+        **kwargs,
     }
     return Agent(state, tmp_path / "work", **options)
 
@@ -58,8 +65,17 @@ def test_enroll_run_tasks_reconnect_and_stop(tmp_path: Path) -> None:
         state_file = tmp_path / "cfg" / "agent.json"
         code = await asyncio.to_thread(
             cli.main,
-            ["enroll", "--server", cp.url, "--token", "good-token",
-             "--state-file", str(state_file), "--address", "10.0.0.5"],
+            [
+                "enroll",
+                "--server",
+                cp.url,
+                "--token",
+                "good-token",
+                "--state-file",
+                str(state_file),
+                "--address",
+                "10.0.0.5",
+            ],
         )
         assert code == 0
         [enrollment] = cp.enrollments
@@ -120,8 +136,14 @@ def test_enroll_run_tasks_reconnect_and_stop(tmp_path: Path) -> None:
         await cp.notify_tasks_changed()
         await _until(lambda: status_seen(31, 2, "stopped"), what="attempt 2 stopped")
         stopped = [m for m in cp.of_type("task_status") if m["state"] == "stopped"][-1]
-        assert stopped == {"type": "task_status", "id": 31, "attempt": 2, "state": "stopped",
-                           "exit_code": 0, "message": "exited with code 0"}
+        assert stopped == {
+            "type": "task_status",
+            "id": 31,
+            "attempt": 2,
+            "state": "stopped",
+            "exit_code": 0,
+            "message": "exited with code 0",
+        }
         assert agent.supervisor.live_pids() == {}
 
         agent.request_stop()
@@ -168,8 +190,9 @@ def test_sigterm_stops_running_tasks_and_reports_them(tmp_path: Path) -> None:
         run = asyncio.create_task(agent.run())
         await _until(lambda: (31, 1, "running") in statuses(cp.received), what="running")
         line = await _until(
-            lambda: next((x for x in log_lines(cp.received, "stdout")
-                          if x.startswith("GRANDCHILD ")), None),
+            lambda: next(
+                (x for x in log_lines(cp.received, "stdout") if x.startswith("GRANDCHILD ")), None
+            ),
             what="grandchild pid",
         )
         pid = agent.supervisor.live_pids()[TaskKey(31, 1)]
@@ -192,9 +215,16 @@ def test_agent_process_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
         save_state(state_file, AgentState(cp.url, 7, cp.credential))
         # The real task module may not exist yet: desire nothing, then check shutdown.
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ps_runtime.agent.cli", "run",
-            "--state-file", str(state_file), "--work-dir", str(tmp_path / "work"),
-            cwd=REPO, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "ps_runtime.agent.cli",
+            "run",
+            "--state-file",
+            str(state_file),
+            "--work-dir",
+            str(tmp_path / "work"),
+            cwd=REPO,
+            stderr=asyncio.subprocess.PIPE,
         )
         await _until(lambda: cp.open_sockets and cp.http_auth, what="agent connected")
         proc.send_signal(signal.SIGTERM)

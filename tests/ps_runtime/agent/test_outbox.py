@@ -19,8 +19,13 @@ def test_lines_are_batched_per_stream_and_status_comes_after_output() -> None:
     box.add_log(KEY, "stdout", "late")
     messages = box.drain()
     assert [m["type"] for m in messages] == ["logs", "logs", "metrics", "task_status", "logs"]
-    assert messages[0] == {"type": "logs", "id": 31, "attempt": 1, "stream": "stdout",
-                           "lines": ["a", "b"]}
+    assert messages[0] == {
+        "type": "logs",
+        "id": 31,
+        "attempt": 1,
+        "stream": "stdout",
+        "lines": ["a", "b"],
+    }
     assert messages[2]["points"] == [{"step": 1, "time": "t", "values": {"loss": 1.0}}]
     assert messages[4]["lines"] == ["late"]
     assert box.drain() == []

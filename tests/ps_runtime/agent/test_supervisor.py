@@ -39,8 +39,11 @@ class Collector:
         return self.messages
 
     def wait_status(self, key: TaskKey, state: str, timeout: float = 10.0) -> None:
-        wait_for(lambda: (key.id, key.attempt, state) in statuses(self.poll()), timeout,
-                 f"{state} of {key}")
+        wait_for(
+            lambda: (key.id, key.attempt, state) in statuses(self.poll()),
+            timeout,
+            f"{state} of {key}",
+        )
 
 
 NODE_CPUS = sorted(os.sched_getaffinity(0))
@@ -71,14 +74,23 @@ def test_task_runs_reports_logs_metrics_and_success(supervisor: Supervisor, outb
     messages = collector.messages
     assert statuses(messages) == [(31, 1, "running"), (31, 1, "succeeded")]
     final = messages[-1]
-    assert final == {"type": "task_status", "id": 31, "attempt": 1, "state": "succeeded",
-                     "exit_code": 0, "message": "exited with code 0"}
+    assert final == {
+        "type": "task_status",
+        "id": 31,
+        "attempt": 1,
+        "state": "succeeded",
+        "exit_code": 0,
+        "message": "exited with code 0",
+    }
     # All output arrived before the final status.
     assert "hello from task" in log_lines(messages, "stdout")
     assert "a warning" in log_lines(messages, "stderr")
     points = metric_points(messages)
-    assert points[0] == {"step": 10, "time": "2025-01-01T00:00:00+00:00",
-                         "values": {"train_loss": 0.93}}
+    assert points[0] == {
+        "step": 10,
+        "time": "2025-01-01T00:00:00+00:00",
+        "values": {"train_loss": 0.93},
+    }
     assert points[1]["step"] == 11 and points[1]["time"]  # the agent fills a missing time
     # An unparsable metrics line is a log line, not a crash.
     assert "[unparsable metrics] this is not json" in log_lines(messages, "stderr")
@@ -145,8 +157,9 @@ def test_stop_kills_whole_process_group_within_grace(
     tp = supervisor.start(task)
     assert tp is not None
     line = wait_for(
-        lambda: next((x for x in log_lines(collector.poll(), "stdout")
-                      if x.startswith("GRANDCHILD ")), None),
+        lambda: next(
+            (x for x in log_lines(collector.poll(), "stdout") if x.startswith("GRANDCHILD ")), None
+        ),
         what="grandchild pid",
     )
     grandchild = int(line.split()[1])
@@ -156,8 +169,11 @@ def test_stop_kills_whole_process_group_within_grace(
         started = time.monotonic()
         supervisor.stop(task.key, grace=grace)
         # Both ignore SIGTERM, so SIGKILL after the grace period must take both.
-        wait_for(lambda: not pid_alive(tp.pid) and not pid_alive(grandchild), grace + 1.0,
-                 "task and grandchild gone")
+        wait_for(
+            lambda: not pid_alive(tp.pid) and not pid_alive(grandchild),
+            grace + 1.0,
+            "task and grandchild gone",
+        )
         assert time.monotonic() - started >= grace * 0.9
         collector.wait_status(task.key, "stopped", timeout=3)
         final = collector.messages[-1]
