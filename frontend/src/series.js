@@ -1,0 +1,178 @@
+// Data logic of the live job page, free of the DOM so node's test runner can cover it.
+//
+// A series is held as two parallel columns, `{steps: number[], values: number[]}`,
+// ascending by step with one value per step — the shape uPlot's setData() takes.
+
+export const LOG_LINE_CAP = 2000;
+export const BACKOFF_MIN_MS = 1000;
+export const BACKOFF_MAX_MS = 10000;
+
+const isFiniteNumber = (x) => typeof x === "number" && Number.isFinite(x);
+
+/** An empty series. */
+export function emptySeries() {
+  return { steps: [], values: [] };
+}
+
+/** Valid `{step, value}` points sorted by step, one per step: the last one given wins. */
+export function normalizePoints(points) {
+  const byStep = new Map();
+  for (const p of Array.isArray(points) ? points : []) {
+    if (p && isFiniteNumber(p.step) && isFiniteNumber(p.value)) {
+      byStep.delete(p.step); // re-insert so Map order is arrival order of the winner
+      byStep.set(p.step, p.value);
+    }
+  }
+  return [...byStep].sort((a, b) => a[0] - b[0]).map(([step, value]) => ({ step, value }));
+}
+
+/**
+ * Merge points into a series; returns a new series (the input is not modified).
+ *
+ * Points are deduplicated by step; an incoming point replaces an existing one at the same
+ * step, so a refetch after a reconnect overwrites whatever the live feed delivered.
+ */
+export function mergeSeries(series, points) {
+  const incoming = normalizePoints(points);
+  const { steps, values } = series;
+  if (incoming.length === 0) return series;
+  // The live case: every new point is past the end, so append.
+  if (steps.length === 0 || incoming[0].step > steps[steps.length - 1]) {
+    return {
+      steps: steps.concat(incoming.map((p) => p.step)),
+      values: values.concat(incoming.map((p) => p.value)),
+    };
+  }
+  const out = emptySeries();
+  let i = 0;
+  let j = 0;
+  while (i < steps.length || j < incoming.length) {
+    const a = i < steps.length ? steps[i] : Infinity;
+    const b = j < incoming.length ? incoming[j].step : Infinity;
+    if (b <= a) {
+      out.steps.push(b);
+      out.values.push(incoming[j].value);
+      j += 1;
+      if (a === b) i += 1;
+    } else {
+      out.steps.push(a);
+      out.values.push(values[i]);
+      i += 1;
+    }
+  }
+  return out;
+}
+
+/** Group flat `{name, step, value}` points (a live "metrics" message) by metric name. */
+export function groupByName(points) {
+  const groups = new Map();
+  for (const p of Array.isArray(points) ? points : []) {
+    if (!p || typeof p.name !== "string" || p.name === "") continue;
+    if (!groups.has(p.name)) groups.set(p.name, []);
+    groups.get(p.name).push(p);
+  }
+  return groups;
+}
+
+/** The `series` object of a metrics API response as a Map of name to points. */
+export function parseMetricsResponse(body) {
+  const series = body && typeof body.series === "object" && body.series !== null ? body.series : {};
+  const groups = new Map();
+  for (const [name, points] of Object.entries(series)) {
+    if (Array.isArray(points)) groups.set(name, points);
+  }
+  return groups;
+}
+
+/** The lines of a logs API response. */
+export function parseLogsResponse(body) {
+  const lines = body && Array.isArray(body.lines) ? body.lines : [];
+  return lines.filter((l) => l && typeof l.line === "string");
+}
+
+/**
+ * Parse one message of the job feed; null for anything malformed or unknown.
+ *
+ * Returns `{type: "metrics", points}`, `{type: "state", state, message, pendingReason}`,
+ * `{type: "task", task, role, index, state}` or `{type: "logs", lines}`.
+ */
+export function parseMessage(text) {
+  let msg;
+  try {
+    msg = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!msg || typeof msg !== "object") return null;
+  switch (msg.type) {
+    case "metrics":
+      return Array.isArray(msg.points) ? { type: "metrics", points: msg.points } : null;
+    case "state":
+      if (typeof msg.state !== "string") return null;
+      return {
+        type: "state",
+        state: msg.state,
+        message: typeof msg.message === "string" ? msg.message : "",
+        pendingReason: typeof msg.pending_reason === "string" ? msg.pending_reason : "",
+      };
+    case "task":
+      if (!Number.isInteger(msg.task) || typeof msg.state !== "string") return null;
+      return {
+        type: "task",
+        task: msg.task,
+        role: typeof msg.role === "string" ? msg.role : "",
+        index: Number.isInteger(msg.index) ? msg.index : null,
+        state: msg.state,
+      };
+    case "logs":
+      return Array.isArray(msg.lines) ? { type: "logs", lines: parseLogsResponse(msg) } : null;
+    default:
+      return null;
+  }
+}
+
+/** A state name made safe for a class name (`state-<x>`). */
+export function stateClass(state) {
+  const safe = String(state).toLowerCase().replace(/[^a-z0-9_-]/g, "");
+  return `state state-${safe || "unknown"}`;
+}
+
+/** The text shown next to the state badge: the pending reason while pending, else the message. */
+export function stateReason(msg) {
+  return msg.state === "pending" ? msg.pendingReason || msg.message : msg.message;
+}
+
+/** One log line as shown: `[source] text`. */
+export function formatLogLine(l) {
+  return l.source ? `[${l.source}] ${l.line}` : l.line;
+}
+
+/**
+ * The live lines not already at the end of the history.
+ *
+ * The feed is opened before the history is fetched so nothing falls in between; lines
+ * that arrived on both are the longest prefix of `live` that is also a suffix of `history`.
+ */
+export function dropOverlap(history, live) {
+  const same = (a, b) => a.source === b.source && a.stream === b.stream && a.line === b.line;
+  for (let k = Math.min(history.length, live.length); k > 0; k -= 1) {
+    let match = true;
+    for (let m = 0; m < k && match; m += 1) {
+      match = same(history[history.length - k + m], live[m]);
+    }
+    if (match) return live.slice(k);
+  }
+  return live;
+}
+
+/** The delay before the next reconnect attempt: 1 s, doubling, at most 10 s. */
+export function nextBackoff(previousMs) {
+  if (!previousMs) return BACKOFF_MIN_MS;
+  return Math.min(previousMs * 2, BACKOFF_MAX_MS);
+}
+
+/** The WebSocket URL for a path on the page's own host. */
+export function wsUrl(location, path) {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}${path}`;
+}
