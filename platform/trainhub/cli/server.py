@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -107,6 +108,7 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
     )
 
     print(f"TrainHub standalone: data in {data_dir}", flush=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     booted = bootstrap(admin_password=os.environ.get("TRAINHUB_ADMIN_PASSWORD"))
     url = f"http://{args.host}:{args.port}"
     group = ProcessGroup(env=child_env({}), log_dir=data_dir / "logs")

@@ -28,6 +28,7 @@ def machine_resources() -> tuple[float, int]:
 
 def bootstrap(*, admin_password: str | None) -> Bootstrapped:
     """Migrate, then make sure the admin user and the `default` team exist."""
+    admin_password = admin_password or None  # an empty variable means "not set"
     call_command("migrate", interactive=False, verbosity=0)
     cpus, memory_mb = machine_resources()
     with transaction.atomic():
