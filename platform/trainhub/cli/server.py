@@ -186,7 +186,7 @@ def _banner(url: str, data_dir: Path, password: str | None) -> None:
         f"  logs:      {data_dir / 'logs'}",
     ]
     if password:
-        lines.append(f"  sign in as admin with password {password}  (shown once; it is not stored)")
+        lines.append(f"  sign in as admin with password {password}  (shown only this once)")
     else:
         lines.append(
             "  sign in as admin (password from TRAINHUB_ADMIN_PASSWORD, or the one shown on "
