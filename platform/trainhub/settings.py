@@ -46,6 +46,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "django_filters",
+    "trainhub.audit",
     "trainhub.tenancy",
     "trainhub.nodes",
     "trainhub.jobs",
@@ -158,7 +160,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_THROTTLE_RATES": {"auth": "30/minute"},
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_THROTTLE_RATES": {"auth": os.environ.get("TRAINHUB_AUTH_RATE", "30/minute")},
 }
 
 REST_KNOX = {
@@ -175,6 +178,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "TeamRoleEnum": "trainhub.tenancy.choices.Role",
+        "TaskRoleEnum": "trainhub.jobs.choices.TaskRole",
+        "PriorityEnum": "trainhub.tenancy.choices.Priority",
+    },
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # Node liveness: a node not heard from for this long gets no new tasks.

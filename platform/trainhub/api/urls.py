@@ -3,16 +3,21 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from .auth import ObtainTokenView
-from .views import EnrollmentTokenView, JobViewSet, NodeViewSet, TeamViewSet
+from .views.accounts import ApiTokenViewSet
+from .views.jobs import JobViewSet
+from .views.nodes import EnrollmentTokenViewSet, NodeViewSet
+from .views.teams import TeamViewSet, UserViewSet
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("teams", TeamViewSet, basename="team")
 router.register("nodes", NodeViewSet, basename="node")
+router.register("enrollment-tokens", EnrollmentTokenViewSet, basename="enrollment-token")
+router.register("users", UserViewSet, basename="user")
+router.register("tokens", ApiTokenViewSet, basename="token")
 
 urlpatterns = [
     path("v1/auth/token/", ObtainTokenView.as_view(), name="auth-token"),
-    path("v1/enrollment-tokens/", EnrollmentTokenView.as_view(), name="enrollment-tokens"),
     path("v1/", include("trainhub.agents.api.urls")),
     path("v1/", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -4,20 +4,9 @@ from __future__ import annotations
 
 from django.db import models
 
-
-class Priority(models.TextChoices):
-    EXPERIMENT = "experiment", "Experiment"
-    OFFLINE = "offline", "Offline"
-    NORMAL = "normal", "Normal"
-    PRODUCTION = "production", "Production"
-
-
-PRIORITY_WEIGHTS: dict[str, int] = {
-    Priority.EXPERIMENT: 10,
-    Priority.OFFLINE: 100,
-    Priority.NORMAL: 1000,
-    Priority.PRODUCTION: 10000,
-}
+# Priority classes belong to tenancy (teams cap what they run at each); re-exported here.
+from trainhub.tenancy.choices import PRIORITY_WEIGHTS as PRIORITY_WEIGHTS
+from trainhub.tenancy.choices import Priority as Priority
 
 
 class JobState(models.TextChoices):

@@ -37,6 +37,8 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # Workers the job should run, set by scaling (None: the spec's minimum).
+    target_workers = models.PositiveIntegerField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 

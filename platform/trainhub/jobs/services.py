@@ -12,7 +12,8 @@ from django.db import transaction
 
 from trainhub.events import scheduling_needed
 from trainhub.nodes.channels import notify_tasks_changed
-from trainhub.tenancy.models import Team
+from trainhub.tenancy.models import PriorityCap, Quota, Team
+from trainhub.tenancy.resources import Resources, describe
 
 from .channels import broadcast_on_commit
 from .choices import (
@@ -26,10 +27,23 @@ from .choices import (
     allowed_sources,
 )
 from .models import Job, JobEvent, Task
+from .usage import job_request, requested_at
 
 
 class JobStateError(Exception):
     """The job is not in a state that allows this action."""
+
+
+class PriorityCapExceeded(Exception):
+    """The team's cap for the job's priority leaves no room for the request now."""
+
+    def __init__(self, message: str, *, impossible: bool) -> None:
+        super().__init__(message)
+        self.impossible = impossible  # the request alone is above the cap
+
+
+class ScaleError(Exception):
+    """The requested worker count is outside the job's min/max."""
 
 
 @dataclass(frozen=True)
@@ -102,10 +116,49 @@ def _stop_tasks(job: Job) -> None:
     notify_tasks_changed(node_ids)
 
 
+def _lock_quota(team: Team) -> Quota:
+    """Lock the team's quota row: submissions and scalings of one team run one at a time,
+    so two of them can never both fit under a cap that has room for one."""
+    quota, _ = Quota.objects.select_for_update().get_or_create(team=team)
+    return quota
+
+
+def _check_priority_cap(
+    team: Team, priority: str, request: Resources, *, exclude_job: int | None = None
+) -> None:
+    cap = PriorityCap.objects.filter(team=team, priority=priority).first()
+    if cap is None:
+        return
+    over = request.exceeding(cap.limit)
+    if over:
+        raise PriorityCapExceeded(
+            f"Team '{team.slug}' may run at most {describe(cap.limit, over)} at {priority} "
+            f"priority; this job alone requests {describe(request, over)}.",
+            impossible=True,
+        )
+    active = requested_at(team.pk, priority, exclude_job=exclude_job)
+    over = (active + request).exceeding(cap.limit)
+    if over:
+        raise PriorityCapExceeded(
+            f"Team '{team.slug}' may run at most {describe(cap.limit, over)} at {priority} "
+            f"priority; its active {priority} jobs already request {describe(active, over)} "
+            f"and this job {describe(request, over)}. Wait for some to finish, or cancel some.",
+            impossible=False,
+        )
+
+
 @transaction.atomic
-def submit_job(*, user: User, spec: dict[str, Any], now: datetime) -> Job:
-    """Create a pending job from a validated spec (see `JobSpecSerializer`)."""
+def submit_job(
+    *, user: User, spec: dict[str, Any], now: datetime, reason: str = "submitted"
+) -> Job:
+    """Create a pending job from a validated spec (see `JobSpecSerializer`).
+
+    Raises:
+        PriorityCapExceeded: the team's cap for the job's priority has no room for it.
+    """
     team = Team.objects.get(slug=spec["team"])
+    _lock_quota(team)
+    _check_priority_cap(team, spec["priority"], job_request(spec))
     job = Job.objects.create(
         team=team,
         name=spec["name"],
@@ -119,12 +172,61 @@ def submit_job(*, user: User, spec: dict[str, Any], now: datetime) -> Job:
         job,
         kind="submitted",
         to_state=JobState.PENDING,
-        reason="submitted",
+        reason=reason,
         actor=str(user),
         now=now,
     )
     _request_scheduling()
     return job
+
+
+def clone_job(*, job: Job, user: User, spec: dict[str, Any], now: datetime) -> Job:
+    """Submit a new job from `job`'s spec (`spec`: that spec, validated again with any
+    changes, e.g. a new name)."""
+    return submit_job(user=user, spec=spec, now=now, reason=f"cloned from job {job.pk}")
+
+
+@transaction.atomic
+def scale_job(*, job: Job, workers: int, actor: str, now: datetime) -> Job:
+    """Set how many workers the job should run, within its spec's min and max.
+
+    The scheduler grows or shrinks the job towards the target (outside its freeze window).
+
+    Raises:
+        ScaleError: `workers` is outside min..max.
+        JobStateError: the job is over.
+        PriorityCapExceeded: growing would exceed the team's cap for the job's priority.
+    """
+    bounds = job.spec["workers"]
+    if not bounds["min"] <= workers <= bounds["max"]:
+        raise ScaleError(
+            f"Job {job.pk} runs between {bounds['min']} and {bounds['max']} workers "
+            f"(its spec's workers.min and workers.max); {workers} is outside that."
+        )
+    _lock_quota(job.team)
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if locked.state in JOB_TERMINAL:
+        raise JobStateError(f"Job {job.pk} already {locked.state}; it cannot be scaled.")
+    current = locked.target_workers or bounds["min"]
+    if workers > current:
+        _check_priority_cap(
+            locked.team,
+            locked.priority,
+            job_request(locked.spec, workers),
+            exclude_job=locked.pk,
+        )
+    if workers != current:
+        Job.objects.filter(pk=locked.pk).update(target_workers=workers)
+        _record(
+            locked,
+            kind="scale",
+            reason=f"workers {current} -> {workers}",
+            actor=actor,
+            now=now,
+        )
+        _request_scheduling()
+    locked.refresh_from_db()
+    return locked
 
 
 @transaction.atomic

@@ -1,15 +1,90 @@
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from .choices import NodeState
 from .models import EnrollmentToken, Node
+from .services import create_enrollment_token, revoke_enrollment_token, set_node_state
+
+
+def _set_state(state: NodeState, verb: str) -> Any:
+    def action(
+        modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Node]
+    ) -> None:
+        for node in queryset:
+            set_node_state(node=node, state=state, actor=request.user)
+        modeladmin.message_user(request, f"{verb.capitalize()}ed {queryset.count()} node(s).")
+
+    action.__name__ = verb
+    return admin.action(description=f"{verb.capitalize()} selected nodes")(action)
 
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    list_display = ("hostname", "address", "cpus", "memory_mb", "state", "last_seen")
-    readonly_fields = ("credential_hash", "enrolled_at", "last_seen", "usage")
+    """Nodes enroll themselves; administrators change their state with the actions."""
+
+    list_display = ("hostname", "address", "cpus", "memory_mb", "gpu_count", "state", "last_seen")
+    list_filter = ("state",)
+    search_fields = ("hostname", "address")
+    readonly_fields = [
+        "hostname",
+        "address",
+        "cpus",
+        "memory_mb",
+        "gpus",
+        "state",
+        "enrolled_at",
+        "last_seen",
+        "usage",
+    ]
+    exclude = ("credential_hash",)
+    actions = [
+        _set_state(NodeState.CORDONED, "cordon"),
+        _set_state(NodeState.DRAINING, "drain"),
+        _set_state(NodeState.ACTIVE, "uncordon"),
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # nodes join with `trainhub-agent enroll`
 
 
 @admin.register(EnrollmentToken)
 class EnrollmentTokenAdmin(admin.ModelAdmin):
     list_display = ("description", "created_at", "expires_at", "uses", "max_uses", "revoked")
-    readonly_fields = ("token_hash", "uses")
+    fields = ("description", "expires_at", "max_uses", "uses", "revoked", "created_by")
+    readonly_fields = ("uses", "revoked", "created_by")
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is not None:  # a token's terms are fixed once issued; revoke and issue anew
+            return ("description", "expires_at", "max_uses", "uses", "revoked", "created_by")
+        return self.readonly_fields
+
+    def save_model(
+        self, request: HttpRequest, obj: EnrollmentToken, form: Any, change: bool
+    ) -> None:
+        if change:
+            return
+        issued = create_enrollment_token(
+            created_by=request.user,  # type: ignore[arg-type]
+            description=obj.description,
+            expires_at=obj.expires_at,
+            max_uses=obj.max_uses,
+        )
+        obj.pk = issued.id
+        self.message_user(
+            request,
+            f"Enrollment token (shown once, copy it now): {issued.secret}",
+            level=messages.WARNING,
+        )
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoke instead, so the audit log keeps the token
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[EnrollmentToken]) -> None:
+        for token in queryset:
+            revoke_enrollment_token(token=token, actor=request.user)
+        self.message_user(request, f"Revoked {queryset.count()} token(s).")

@@ -10,6 +10,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q
 
+from trainhub.audit.services import Actor, record_change
+from trainhub.events import scheduling_needed
+
+from .choices import NodeState
 from .models import EnrollmentToken, Node
 from .secrets_util import hash_secret, matches, new_secret
 
@@ -41,7 +45,50 @@ def create_enrollment_token(
         expires_at=expires_at,
         max_uses=max_uses,
     )
+    record_change(
+        actor=created_by,
+        action="enrollment_token.create",
+        target=token,
+        before=None,
+        after={"description": description, "expires_at": str(expires_at), "max_uses": max_uses},
+    )
     return IssuedSecret(id=token.pk, secret=secret)
+
+
+@transaction.atomic
+def revoke_enrollment_token(*, token: EnrollmentToken, actor: Actor = None) -> None:
+    """Stop the token from enrolling more nodes; revoking twice is a no-op."""
+    if EnrollmentToken.objects.filter(pk=token.pk, revoked=False).update(revoked=True):
+        record_change(
+            actor=actor,
+            action="enrollment_token.revoke",
+            target=token,
+            before={"revoked": False},
+            after={"revoked": True},
+        )
+    token.revoked = True
+
+
+@transaction.atomic
+def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node:
+    """Cordon, drain or uncordon a node (a no-op when it already is in `state`)."""
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    before = locked.state
+    if before != state:
+        Node.objects.filter(pk=node.pk).update(state=state)
+        record_change(
+            actor=actor,
+            action=f"node.{_VERBS[state]}",
+            target=locked,
+            before={"state": before},
+            after={"state": str(state)},
+        )
+        transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
+    node.state = state
+    return node
+
+
+_VERBS = {NodeState.ACTIVE: "uncordon", NodeState.CORDONED: "cordon", NodeState.DRAINING: "drain"}
 
 
 @transaction.atomic

@@ -1,17 +1,20 @@
-"""Teams, memberships and quotas."""
+"""Teams, memberships, quotas and per-priority caps."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 
-from .choices import Role
+from .choices import Priority, Role
+from .resources import LimitResources, Resources
 
 
 class TeamQuerySet(models.QuerySet["Team"]):
     def visible_to(self, user: object) -> TeamQuerySet:
         if getattr(user, "is_superuser", False):
             return self.all()
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
         return self.filter(memberships__user=user).distinct()
 
 
@@ -37,6 +40,7 @@ class Membership(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
 
     class Meta:
+        ordering = ["team_id", "user__username"]
         constraints = [models.UniqueConstraint(fields=["team", "user"], name="unique_membership")]
 
     def __str__(self) -> str:
@@ -44,15 +48,81 @@ class Membership(models.Model):
 
 
 class Quota(models.Model):
-    """A team's nominal share of the cluster, per resource."""
+    """A team's nominal share of the cluster, and how far it may borrow and lend.
+
+    Borrowing limits say how much beyond its nominal quota the team may use of other
+    teams' idle quota; lending limits cap how much of its own idle nominal quota others may
+    use. None means unlimited (borrow without limit / lend all that is idle).
+    """
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="quota")
     cpu = models.FloatField(default=0)
     memory_mb = models.PositiveBigIntegerField(default=0)
     gpu = models.PositiveIntegerField(default=0)
-    # None: no limit on what the team may borrow / lend beyond its nominal quota.
     borrowing_limit_cpu = models.FloatField(null=True, blank=True)
+    borrowing_limit_memory_mb = models.PositiveBigIntegerField(null=True, blank=True)
+    borrowing_limit_gpu = models.PositiveIntegerField(null=True, blank=True)
     lending_limit_cpu = models.FloatField(null=True, blank=True)
+    lending_limit_memory_mb = models.PositiveBigIntegerField(null=True, blank=True)
+    lending_limit_gpu = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(cpu__gte=0), name="quota_cpu_not_negative"),
+            models.CheckConstraint(
+                condition=models.Q(borrowing_limit_cpu__isnull=True)
+                | models.Q(borrowing_limit_cpu__gte=0),
+                name="quota_borrowing_cpu_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(lending_limit_cpu__isnull=True)
+                | models.Q(lending_limit_cpu__gte=0),
+                name="quota_lending_cpu_not_negative",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return f"quota of {self.team}: cpu={self.cpu} mem={self.memory_mb}MiB gpu={self.gpu}"
+        return f"quota of {self.team}: cpu={self.cpu:g} mem={self.memory_mb}MiB gpu={self.gpu}"
+
+    @property
+    def nominal(self) -> Resources:
+        return Resources(self.cpu, self.memory_mb, self.gpu)
+
+    @property
+    def borrowing_limit(self) -> LimitResources:
+        return LimitResources(
+            self.borrowing_limit_cpu, self.borrowing_limit_memory_mb, self.borrowing_limit_gpu
+        )
+
+    @property
+    def lending_limit(self) -> LimitResources:
+        return LimitResources(
+            self.lending_limit_cpu, self.lending_limit_memory_mb, self.lending_limit_gpu
+        )
+
+
+class PriorityCap(models.Model):
+    """At most this much of a team's jobs may run at one priority (None: no cap)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="priority_caps")
+    priority = models.CharField(max_length=16, choices=Priority.choices)
+    cpu = models.FloatField(null=True, blank=True)
+    memory_mb = models.PositiveBigIntegerField(null=True, blank=True)
+    gpu = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["team_id", "priority"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "priority"], name="unique_priority_cap"),
+            models.CheckConstraint(
+                condition=models.Q(cpu__isnull=True) | models.Q(cpu__gte=0),
+                name="priority_cap_cpu_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.priority} cap of {self.team}"
+
+    @property
+    def limit(self) -> LimitResources:
+        return LimitResources(self.cpu, self.memory_mb, self.gpu)

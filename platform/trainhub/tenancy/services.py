@@ -1,36 +1,236 @@
-"""State changes for teams: every write goes through here."""
+"""State changes for teams, memberships and quotas: every write goes through here.
+
+Each change is recorded in the audit log; quota changes ask for a scheduling cycle.
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.forms.models import model_to_dict
 
-from .choices import Role
-from .models import Membership, Quota, Team
+from trainhub.audit.services import Actor, record_change
+from trainhub.events import scheduling_needed
+
+from .choices import Priority, Role
+from .models import Membership, PriorityCap, Quota, Team
+from .resources import LimitResources, Resources, describe
+
+
+class TenancyError(Exception):
+    """A change that would leave a team inconsistent; the message says why."""
+
+
+@dataclass(frozen=True)
+class QuotaValues:
+    """Everything an administrator sets on a team's quota."""
+
+    nominal: Resources
+    borrowing_limit: LimitResources = field(default_factory=LimitResources)
+    lending_limit: LimitResources = field(default_factory=LimitResources)
+
+    def fields(self) -> dict[str, Any]:
+        values: dict[str, Any] = asdict(self.nominal)
+        for prefix, limit in (
+            ("borrowing_limit", self.borrowing_limit),
+            ("lending_limit", self.lending_limit),
+        ):
+            values.update({f"{prefix}_{k}": v for k, v in asdict(limit).items()})
+        return values
+
+
+def _quota_fields(quota: Quota) -> dict[str, Any]:
+    return model_to_dict(quota, exclude=["id", "team"])
+
+
+def _caps_fields(team: Team) -> dict[str, Any]:
+    return {
+        cap.priority: {"cpu": cap.cpu, "memory_mb": cap.memory_mb, "gpu": cap.gpu}
+        for cap in PriorityCap.objects.filter(team=team)
+    }
+
+
+def _request_scheduling() -> None:
+    transaction.on_commit(lambda: scheduling_needed.send(sender=Quota))
 
 
 @transaction.atomic
-def create_team(*, slug: str, name: str, cpu: float = 0, memory_mb: int = 0, gpu: int = 0) -> Team:
+def create_team(
+    *,
+    slug: str,
+    name: str,
+    cpu: float = 0,
+    memory_mb: int = 0,
+    gpu: int = 0,
+    actor: Actor = None,
+) -> Team:
+    if Team.objects.filter(slug=slug).exists():
+        raise TenancyError(f"A team '{slug}' already exists.")
     team = Team.objects.create(slug=slug, name=name)
-    Quota.objects.create(team=team, cpu=cpu, memory_mb=memory_mb, gpu=gpu)
+    quota = Quota.objects.create(team=team, cpu=cpu, memory_mb=memory_mb, gpu=gpu)
+    record_change(
+        actor=actor,
+        action="team.create",
+        target=team,
+        before=None,
+        after={"slug": slug, "name": name, "quota": _quota_fields(quota)},
+    )
+    _request_scheduling()
     return team
 
 
 @transaction.atomic
-def add_member(*, team: Team, user: User, role: Role = Role.MEMBER) -> Membership:
+def rename_team(*, team: Team, name: str, actor: Actor = None) -> Team:
+    before = {"name": team.name}
+    Team.objects.filter(pk=team.pk).update(name=name)
+    team.name = name
+    record_change(
+        actor=actor, action="team.update", target=team, before=before, after={"name": name}
+    )
+    return team
+
+
+@transaction.atomic
+def add_member(
+    *, team: Team, user: User, role: Role = Role.MEMBER, actor: Actor = None
+) -> Membership:
+    """Add the user to the team with `role`, or change the role of an existing member."""
+    existing = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    before = {"user": user.username, "role": existing.role} if existing else None
     membership, _ = Membership.objects.update_or_create(
         team=team, user=user, defaults={"role": role}
+    )
+    record_change(
+        actor=actor,
+        action="member.update" if existing else "member.add",
+        target=membership,
+        before=before,
+        after={"user": user.username, "role": str(role)},
     )
     return membership
 
 
 @transaction.atomic
+def remove_member(*, membership: Membership, actor: Actor = None) -> None:
+    locked = Membership.objects.select_for_update().filter(pk=membership.pk).first()
+    if locked is None:
+        return  # already gone: repeating a removal is a no-op
+    if locked.role == Role.ADMIN and not (
+        Membership.objects.filter(team_id=locked.team_id, role=Role.ADMIN)
+        .exclude(pk=locked.pk)
+        .exists()
+    ):
+        raise TenancyError("This is the team's last admin; make someone else admin first.")
+    record_change(
+        actor=actor,
+        action="member.remove",
+        target=locked,
+        before={"user": locked.user.username, "role": locked.role},
+        after=None,
+    )
+    locked.delete()
+
+
+@transaction.atomic
+def set_quota(
+    *,
+    team: Team,
+    values: QuotaValues,
+    actor: Actor = None,
+    held_by_production: Resources | None = None,
+) -> Quota:
+    """Set the team's quota under a row lock; a cycle runs after commit to apply it.
+
+    Raises:
+        TenancyError: the nominal quota would be below what the team's production jobs
+            hold (`held_by_production`, which the caller reads from the jobs it runs).
+    """
+    quota, _ = Quota.objects.select_for_update().get_or_create(team=team)
+    if held_by_production is not None:
+        below = held_by_production.exceeding(values.nominal)
+        if below:
+            raise TenancyError(
+                f"The team's production jobs hold {describe(held_by_production, below)}; "
+                "the quota cannot be set below that. Stop or shrink them first."
+            )
+    before = _quota_fields(quota)
+    for name, value in values.fields().items():
+        setattr(quota, name, value)
+    quota.save()
+    after = _quota_fields(quota)
+    if record_change(actor=actor, action="quota.update", target=quota, before=before, after=after):
+        _request_scheduling()
+    return quota
+
+
+@transaction.atomic
+def set_priority_caps(*, team: Team, caps: dict[str, LimitResources], actor: Actor = None) -> None:
+    """Replace the team's per-priority caps; a priority left out has no cap."""
+    unknown = sorted(set(caps) - set(Priority.values))
+    if unknown:
+        raise TenancyError(f"Unknown priority {', '.join(unknown)}; use one of {Priority.values}.")
+    Quota.objects.select_for_update().filter(team=team).first()  # serialize with submissions
+    before = _caps_fields(team)
+    PriorityCap.objects.filter(team=team).exclude(priority__in=list(caps)).delete()
+    for priority, limit in caps.items():
+        PriorityCap.objects.update_or_create(
+            team=team,
+            priority=priority,
+            defaults={"cpu": limit.cpu, "memory_mb": limit.memory_mb, "gpu": limit.gpu},
+        )
+    after = _caps_fields(team)
+    quota = Quota.objects.get(team=team)
+    if record_change(
+        actor=actor, action="priority_caps.update", target=quota, before=before, after=after
+    ):
+        _request_scheduling()
+
+
+@transaction.atomic
+def create_user(
+    *,
+    username: str,
+    password: str,
+    email: str = "",
+    is_platform_admin: bool = False,
+    actor: Actor = None,
+) -> User:
+    """Create a user; platform admins are superusers (they also get the admin site)."""
+    if User.objects.filter(username=username).exists():
+        raise TenancyError(f"A user '{username}' already exists.")
+    user = User.objects.create_user(
+        username,
+        email,
+        password,
+        is_superuser=is_platform_admin,
+        is_staff=is_platform_admin,
+    )
+    record_change(
+        actor=actor,
+        action="user.create",
+        target=user,
+        before=None,
+        after={"username": username, "email": email, "is_platform_admin": is_platform_admin},
+    )
+    return user
+
+
+@transaction.atomic
 def ensure_team(*, slug: str, name: str, cpu: float, memory_mb: int, gpu: int) -> Team:
-    """Create the team with this quota, or set the quota of the existing one."""
+    """Create the team with this quota, or set the nominal quota of the existing one."""
     team = Team.objects.filter(slug=slug).first()
     if team is None:
         return create_team(slug=slug, name=name, cpu=cpu, memory_mb=memory_mb, gpu=gpu)
-    Quota.objects.update_or_create(
-        team=team, defaults={"cpu": cpu, "memory_mb": memory_mb, "gpu": gpu}
+    quota, _ = Quota.objects.get_or_create(team=team)
+    set_quota(
+        team=team,
+        values=QuotaValues(
+            nominal=Resources(cpu, memory_mb, gpu),
+            borrowing_limit=quota.borrowing_limit,
+            lending_limit=quota.lending_limit,
+        ),
     )
     return team

@@ -99,6 +99,6 @@ def test_viewer_cannot_submit(client: APIClient) -> None:
     add_member(team=Team.objects.get(slug="recsys"), user=viewer, role=Role.VIEWER)
     client.force_authenticate(viewer)
     response = _post(client, spec())
-    assert response.status_code == 400
-    assert "Viewers" in response.json()["team"][0]
+    assert response.status_code == 403  # the contract: a viewer's submit is forbidden
+    assert "Viewers" in response.json()["detail"]
     assert Job.objects.count() == 0

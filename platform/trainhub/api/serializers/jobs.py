@@ -1,12 +1,10 @@
-"""Shapes of the user-facing API's resources."""
+"""Jobs, their tasks and events."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
 
 from trainhub.jobs.models import Job, JobEvent, Task
-from trainhub.nodes.models import Node
-from trainhub.tenancy.models import Team
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -58,6 +56,7 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "cancel_requested_at",
+            "target_workers",
             "spec",
             "tasks",
         ]
@@ -70,35 +69,13 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["time", "kind", "from_state", "to_state", "reason", "actor"]
 
 
-class TeamSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Team
-        fields = ["slug", "name", "created_at"]
+class ScaleRequestSerializer(serializers.Serializer):
+    workers = serializers.IntegerField(
+        min_value=1, max_value=1024, help_text="Workers to run, within the spec's min and max."
+    )
 
 
-class NodeSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Node
-        fields = [
-            "id",
-            "hostname",
-            "address",
-            "cpus",
-            "memory_mb",
-            "gpus",
-            "state",
-            "enrolled_at",
-            "last_seen",
-            "usage",
-        ]
-
-
-class EnrollmentTokenRequestSerializer(serializers.Serializer):
-    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    max_uses = serializers.IntegerField(min_value=1, required=False, allow_null=True)
-
-
-class IssuedEnrollmentTokenSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    token = serializers.CharField()
+class CloneRequestSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        max_length=100, required=False, help_text="Name of the new job (default: the same)."
+    )

@@ -1,0 +1,205 @@
+"""Django admin for teams: members, quota and priority caps edited inline.
+
+It lives here, on top of the apps, rather than in tenancy: validating a quota needs what
+the team's production jobs hold, which only the jobs app knows. Every save goes through
+the tenancy services, so each change is validated, audited and triggers a scheduling cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest
+
+from trainhub.jobs.usage import held_by, quota_usage
+from trainhub.tenancy.choices import Priority, Role
+from trainhub.tenancy.models import Membership, PriorityCap, Quota, Team
+from trainhub.tenancy.resources import LimitResources, Resources, describe
+from trainhub.tenancy.services import (
+    QuotaValues,
+    TenancyError,
+    add_member,
+    create_team,
+    remove_member,
+    rename_team,
+    set_priority_caps,
+    set_quota,
+)
+
+
+def _production_held(team: Team | None) -> Resources | None:
+    if team is None or team.pk is None:
+        return None
+    return held_by([team.pk]).get(team.pk, {}).get(Priority.PRODUCTION)
+
+
+class QuotaForm(forms.ModelForm):
+    class Meta:
+        model = Quota
+        fields = [
+            "cpu",
+            "memory_mb",
+            "gpu",
+            "borrowing_limit_cpu",
+            "borrowing_limit_memory_mb",
+            "borrowing_limit_gpu",
+            "lending_limit_cpu",
+            "lending_limit_memory_mb",
+            "lending_limit_gpu",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        team = getattr(self.instance, "team", None) if self.instance.team_id else None
+        held = _production_held(team)
+        if held is not None and None not in (
+            data.get("cpu"),
+            data.get("memory_mb"),
+            data.get("gpu"),
+        ):
+            nominal = Resources(data["cpu"], data["memory_mb"], data["gpu"])
+            below = held.exceeding(nominal)
+            if below:
+                raise forms.ValidationError(
+                    f"The team's production jobs hold {describe(held, below)}; the quota "
+                    "cannot be set below that. Stop or shrink them first."
+                )
+        return data
+
+
+class QuotaInline(admin.StackedInline):
+    model = Quota
+    form = QuotaForm
+    can_delete = False
+    min_num = 1
+    max_num = 1
+    fieldsets = [
+        ("Nominal", {"fields": [("cpu", "memory_mb", "gpu")]}),
+        (
+            "Borrowing limit (beyond nominal; empty = unlimited)",
+            {
+                "fields": [
+                    ("borrowing_limit_cpu", "borrowing_limit_memory_mb", "borrowing_limit_gpu")
+                ]
+            },
+        ),
+        (
+            "Lending limit (of idle nominal; empty = lend all)",
+            {"fields": [("lending_limit_cpu", "lending_limit_memory_mb", "lending_limit_gpu")]},
+        ),
+    ]
+
+
+class PriorityCapInline(admin.TabularInline):
+    model = PriorityCap
+    extra = 0
+    verbose_name = "priority cap (empty = no cap on that resource)"
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "quota_summary", "created_at")
+    search_fields = ("slug", "name")
+    readonly_fields = ("usage_summary",)
+    inlines = [QuotaInline, PriorityCapInline, MembershipInline]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("slug", "usage_summary") if obj is not None else ()
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ("slug", "name", "usage_summary") if obj is not None else ("slug", "name")
+
+    @admin.display(description="Quota")
+    def quota_summary(self, team: Team) -> str:
+        quota = Quota.objects.filter(team=team).first()
+        return describe(quota.nominal) if quota else "-"
+
+    @admin.display(description="Usage")
+    def usage_summary(self, team: Team) -> str:
+        usage = quota_usage([team.pk])[team.pk]
+        return (
+            f"used: {describe(usage.used)} — within quota: {describe(usage.within_quota)} — "
+            f"borrowed: {describe(usage.borrowed)} — lent: {describe(usage.lent)}"
+        )
+
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        if change:
+            if "name" in form.changed_data:
+                rename_team(team=obj, name=obj.name, actor=request.user)
+            return
+        team = create_team(slug=obj.slug, name=obj.name, actor=request.user)
+        obj.pk, obj.created_at = team.pk, team.created_at
+        obj._state.adding = False
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        team: Team = form.instance
+        try:
+            if formset.model is Quota:
+                self._save_quota(request, team, formset)
+            elif formset.model is PriorityCap:
+                self._save_caps(request, team, formset)
+            elif formset.model is Membership:
+                self._save_members(request, team, formset)
+            else:
+                super().save_formset(request, form, formset, change)
+        except TenancyError as exc:
+            messages.error(request, str(exc))
+
+    def _save_quota(self, request: HttpRequest, team: Team, formset: Any) -> None:
+        for f in formset.forms:
+            data = f.cleaned_data
+            if not data:
+                continue
+            set_quota(
+                team=team,
+                values=QuotaValues(
+                    nominal=Resources(data["cpu"], data["memory_mb"], data["gpu"]),
+                    borrowing_limit=LimitResources(
+                        data.get("borrowing_limit_cpu"),
+                        data.get("borrowing_limit_memory_mb"),
+                        data.get("borrowing_limit_gpu"),
+                    ),
+                    lending_limit=LimitResources(
+                        data.get("lending_limit_cpu"),
+                        data.get("lending_limit_memory_mb"),
+                        data.get("lending_limit_gpu"),
+                    ),
+                ),
+                actor=request.user,
+                held_by_production=_production_held(team),
+            )
+
+    def _save_caps(self, request: HttpRequest, team: Team, formset: Any) -> None:
+        caps = {
+            f.cleaned_data["priority"]: LimitResources(
+                f.cleaned_data.get("cpu"),
+                f.cleaned_data.get("memory_mb"),
+                f.cleaned_data.get("gpu"),
+            )
+            for f in formset.forms
+            if f.cleaned_data
+            and not f.cleaned_data.get("DELETE")
+            and f.cleaned_data.get("priority")
+        }
+        set_priority_caps(team=team, caps=caps, actor=request.user)
+
+    def _save_members(self, request: HttpRequest, team: Team, formset: Any) -> None:
+        for f in formset.forms:
+            data = f.cleaned_data
+            if not data:
+                continue
+            if data.get("DELETE"):
+                if f.instance.pk:
+                    remove_member(membership=f.instance, actor=request.user)
+            elif f.has_changed():
+                add_member(
+                    team=team, user=data["user"], role=Role(data["role"]), actor=request.user
+                )

@@ -1,0 +1,1 @@
+"""Shapes of the user-facing API's resources, one module per area."""

@@ -1,0 +1,37 @@
+"""Personal API tokens."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+
+
+class ApiTokenSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The token's first characters; names it in DELETE.")
+    created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True)
+    current = serializers.BooleanField(help_text="Whether this request used this token.")
+
+
+class ApiTokenRequestSerializer(serializers.Serializer):
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text="When it stops working (null: never)."
+    )
+
+    def validate_expires_at(self, value: datetime | None) -> datetime | None:
+        if value is not None and value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future.")
+        return value
+
+
+class IssuedApiTokenSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    token = serializers.CharField(help_text="The secret; shown only this once.")
+    expiry = serializers.DateTimeField(allow_null=True)
+
+    @staticmethod
+    def document(key: str, token: str, expiry: datetime | None) -> dict[str, Any]:
+        return {"id": key, "token": token, "expiry": expiry}

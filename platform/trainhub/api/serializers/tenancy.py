@@ -1,0 +1,183 @@
+"""Teams, members, quotas (with usage) and users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from trainhub.tenancy.choices import Priority, Role
+from trainhub.tenancy.models import Membership, Team
+from trainhub.tenancy.resources import LimitResources, Resources
+
+MAX_CPU = 1_000_000.0
+MAX_MEMORY_MB = 1 << 40
+MAX_GPU = 100_000
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    slug = serializers.SlugField(max_length=63)
+    name = serializers.CharField(max_length=200)
+
+    class Meta:
+        model = Team
+        fields = ["slug", "name", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", max_length=150)
+    role = serializers.ChoiceField(choices=Role.choices)
+
+    class Meta:
+        model = Membership
+        fields = ["username", "role"]
+
+
+class RoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class AmountSerializer(serializers.Serializer):
+    """An amount of CPU cores, memory (MiB) and GPUs."""
+
+    cpu = serializers.FloatField()
+    memory_mb = serializers.IntegerField()
+    gpu = serializers.IntegerField()
+
+
+class LimitSerializer(serializers.Serializer):
+    """Per-resource limits; null (or left out) means unlimited."""
+
+    cpu = serializers.FloatField(
+        min_value=0, max_value=MAX_CPU, allow_null=True, required=False, default=None
+    )
+    memory_mb = serializers.IntegerField(
+        min_value=0, max_value=MAX_MEMORY_MB, allow_null=True, required=False, default=None
+    )
+    gpu = serializers.IntegerField(
+        min_value=0, max_value=MAX_GPU, allow_null=True, required=False, default=None
+    )
+
+    def to_limit(self, data: dict[str, Any] | None) -> LimitResources:
+        data = data or {}
+        return LimitResources(data.get("cpu"), data.get("memory_mb"), data.get("gpu"))
+
+
+class PriorityCapSerializer(LimitSerializer):
+    priority = serializers.ChoiceField(choices=Priority.choices)
+
+
+class PriorityUsageSerializer(serializers.Serializer):
+    priority = serializers.ChoiceField(choices=Priority.choices)
+    held = AmountSerializer(help_text="What the team's running tasks at this priority hold.")
+    requested = AmountSerializer(
+        help_text="What its active jobs at this priority request (pending ones included); "
+        "this is what a priority cap limits."
+    )
+
+
+class UsageSerializer(serializers.Serializer):
+    used = AmountSerializer(help_text="Held by the team's active tasks.")
+    within_quota = AmountSerializer(help_text="The part of `used` within the nominal quota.")
+    borrowed = AmountSerializer(help_text="The part of `used` beyond the nominal quota.")
+    lent = AmountSerializer(help_text="The team's idle nominal quota that others use.")
+    by_priority = PriorityUsageSerializer(many=True)
+
+
+class QuotaSerializer(serializers.Serializer):
+    """A team's quota. PUT replaces it; `priority_caps`, when given, replaces the caps."""
+
+    team = serializers.CharField(read_only=True)
+    cpu = serializers.FloatField(min_value=0, max_value=MAX_CPU)
+    memory_mb = serializers.IntegerField(min_value=0, max_value=MAX_MEMORY_MB)
+    gpu = serializers.IntegerField(min_value=0, max_value=MAX_GPU)
+    borrowing_limit = LimitSerializer(
+        required=False,
+        help_text="How much beyond its nominal quota the team may borrow (null: unlimited).",
+    )
+    lending_limit = LimitSerializer(
+        required=False,
+        help_text="How much of its idle nominal quota others may use (null: all of it).",
+    )
+    priority_caps = PriorityCapSerializer(many=True, required=False)
+    usage = UsageSerializer(read_only=True)
+
+    def validate_priority_caps(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        seen = [cap["priority"] for cap in value]
+        if len(seen) != len(set(seen)):
+            raise serializers.ValidationError("Each priority may appear once.")
+        return value
+
+    def nominal(self) -> Resources:
+        data = self.validated_data
+        return Resources(data["cpu"], data["memory_mb"], data["gpu"])
+
+
+def quota_document(team: Team, usage: Any) -> dict[str, Any]:
+    """The quota resource's body for `team` and its `QuotaUsage`."""
+    quota = team.quota
+    caps = [
+        {"priority": c.priority, "cpu": c.cpu, "memory_mb": c.memory_mb, "gpu": c.gpu}
+        for c in team.priority_caps.all()
+    ]
+    by_priority = [
+        {
+            "priority": p,
+            "held": usage.held_by_priority.get(p, Resources()).as_dict(),
+            "requested": usage.requested_by_priority.get(p, Resources()).as_dict(),
+        }
+        for p in Priority.values
+    ]
+    return {
+        "team": team.slug,
+        "cpu": quota.cpu,
+        "memory_mb": quota.memory_mb,
+        "gpu": quota.gpu,
+        "borrowing_limit": quota.borrowing_limit.as_dict(),
+        "lending_limit": quota.lending_limit.as_dict(),
+        "priority_caps": caps,
+        "usage": {
+            "used": usage.used.as_dict(),
+            "within_quota": usage.within_quota.as_dict(),
+            "borrowed": usage.borrowed.as_dict(),
+            "lent": usage.lent.as_dict(),
+            "by_priority": by_priority,
+        },
+    }
+
+
+class UserSerializer(serializers.ModelSerializer):
+    username = serializers.RegexField(r"^[\w.@+-]{1,150}$", max_length=150)
+    email = serializers.EmailField(required=False, allow_blank=True, max_length=254)
+    password = serializers.CharField(
+        write_only=True, max_length=128, style={"input_type": "password"}
+    )
+    is_platform_admin = serializers.BooleanField(source="is_superuser", default=False)
+    teams = serializers.SerializerMethodField()
+
+    class Meta:
+        model = User
+        fields = ["id", "username", "email", "password", "is_platform_admin", "teams"]
+        read_only_fields = ["id"]
+
+    def get_teams(self, user: User) -> list[dict[str, str]]:
+        return [
+            {"team": m.team.slug, "role": m.role}
+            for m in user.memberships.select_related("team").order_by("team__slug")
+        ]
+
+    def validate_username(self, value: str) -> str:
+        if User.objects.filter(username=value).exists():
+            raise serializers.ValidationError(f"A user '{value}' already exists.")
+        return value
+
+    def validate_password(self, value: str) -> str:
+        try:
+            validate_password(value)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(list(exc.messages)) from exc
+        return value

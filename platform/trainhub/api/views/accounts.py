@@ -1,0 +1,74 @@
+"""`/api/v1/tokens/`: a user's personal API tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from knox.models import AuthToken
+from rest_framework import status, viewsets
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from ..serializers.accounts import (
+    ApiTokenRequestSerializer,
+    ApiTokenSerializer,
+    IssuedApiTokenSerializer,
+)
+from ..services import issue_token, revoke_token
+from .jobs import _user
+
+
+class ApiTokenViewSet(viewsets.ViewSet):
+    """Your API tokens: several at once, stored hashed, each optionally expiring.
+
+    The secret is shown once, when the token is created.
+    """
+
+    throttle_scope = "auth"
+    lookup_value_regex = r"[^/]+"
+
+    def get_throttles(self) -> list[Any]:
+        return [ScopedRateThrottle()] if self.action == "create" else []
+
+    @extend_schema(responses={200: ApiTokenSerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        current = getattr(request.auth, "digest", None)
+        tokens = AuthToken.objects.filter(user=_user(request)).order_by("created")
+        return Response(
+            ApiTokenSerializer(
+                [
+                    {
+                        "id": t.token_key,
+                        "created": t.created,
+                        "expiry": t.expiry,
+                        "current": t.digest == current,
+                    }
+                    for t in tokens
+                ],
+                many=True,
+            ).data
+        )
+
+    @extend_schema(request=ApiTokenRequestSerializer, responses={201: IssuedApiTokenSerializer})
+    def create(self, request: Request) -> Response:
+        params = ApiTokenRequestSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        issued = issue_token(
+            user=_user(request), expires_at=params.validated_data.get("expires_at")
+        )
+        return Response(
+            IssuedApiTokenSerializer.document(issued.key, issued.secret, issued.expiry),
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", str, OpenApiParameter.PATH)], responses={204: None}
+    )
+    def destroy(self, request: Request, pk: str | None = None) -> Response:
+        """Revoke the token: it stops working at once."""
+        if not revoke_token(user=_user(request), key=pk or ""):
+            raise NotFound("You have no token with this id.")
+        return Response(status=status.HTTP_204_NO_CONTENT)

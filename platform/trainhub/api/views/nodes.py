@@ -1,0 +1,96 @@
+"""`/api/v1/nodes/` (with cordon, drain, uncordon) and `/api/v1/enrollment-tokens/`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from trainhub.jobs.choices import TASK_ACTIVE
+from trainhub.nodes.choices import NodeState
+from trainhub.nodes.models import EnrollmentToken, Node
+from trainhub.nodes.services import (
+    create_enrollment_token,
+    revoke_enrollment_token,
+    set_node_state,
+)
+
+from ..permissions import IsPlatformAdmin, ReadOrPlatformAdmin
+from ..serializers.nodes import (
+    EnrollmentTokenRequestSerializer,
+    EnrollmentTokenSerializer,
+    IssuedEnrollmentTokenSerializer,
+    NodeSerializer,
+)
+from .jobs import ErrorResponse, _user
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    """The cluster's nodes; every signed-in user reads them, platform admins change them."""
+
+    serializer_class = NodeSerializer
+    permission_classes = [ReadOrPlatformAdmin]
+    queryset = Node.objects.none()  # for schema generation; requests use get_queryset
+
+    def get_queryset(self) -> QuerySet[Node]:
+        return Node.objects.annotate(
+            active_tasks=Count("tasks", filter=Q(tasks__state__in=TASK_ACTIVE))
+        ).order_by("id")
+
+    def _set(self, state: NodeState) -> Response:
+        node = self.get_object()
+        set_node_state(node=node, state=state, actor=self.request.user)
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
+
+    @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
+    @action(detail=True, methods=["post"])
+    def cordon(self, request: Request, pk: str | None = None) -> Response:
+        """No new tasks go to the node; running ones keep running."""
+        return self._set(NodeState.CORDONED)
+
+    @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
+    @action(detail=True, methods=["post"])
+    def drain(self, request: Request, pk: str | None = None) -> Response:
+        """Take the node out of service: no new tasks; `drained` once the last one ends."""
+        return self._set(NodeState.DRAINING)
+
+    @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
+    @action(detail=True, methods=["post"])
+    def uncordon(self, request: Request, pk: str | None = None) -> Response:
+        """Put the node back into service."""
+        return self._set(NodeState.ACTIVE)
+
+
+class EnrollmentTokenViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, viewsets.GenericViewSet
+):
+    """Platform admins create tokens that let agents enroll nodes."""
+
+    serializer_class = EnrollmentTokenSerializer
+    permission_classes = [IsPlatformAdmin]
+    queryset = EnrollmentToken.objects.none()  # for schema generation
+
+    def get_queryset(self) -> QuerySet[EnrollmentToken]:
+        return EnrollmentToken.objects.select_related("created_by").order_by("-id")
+
+    @extend_schema(
+        request=EnrollmentTokenRequestSerializer, responses={201: IssuedEnrollmentTokenSerializer}
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        params = EnrollmentTokenRequestSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        issued = create_enrollment_token(created_by=_user(request), **params.validated_data)
+        return Response({"id": issued.id, "token": issued.secret}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: EnrollmentTokenSerializer})
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
+        token = self.get_object()
+        revoke_enrollment_token(token=token, actor=request.user)
+        token.refresh_from_db()
+        return Response(EnrollmentTokenSerializer(token).data)

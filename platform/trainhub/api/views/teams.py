@@ -1,0 +1,207 @@
+"""`/api/v1/teams/` with members and quota, and `/api/v1/users/`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from trainhub.jobs.usage import held_by, quota_usage
+from trainhub.tenancy.choices import Priority, Role
+from trainhub.tenancy.models import Membership, Team
+from trainhub.tenancy.policies import (
+    can_change_quota,
+    can_create_team,
+    can_manage_members,
+)
+from trainhub.tenancy.services import (
+    QuotaValues,
+    TenancyError,
+    add_member,
+    create_team,
+    create_user,
+    remove_member,
+    set_priority_caps,
+    set_quota,
+)
+
+from ..permissions import IsPlatformAdmin
+from ..serializers.tenancy import (
+    LimitSerializer,
+    MembershipSerializer,
+    QuotaSerializer,
+    RoleSerializer,
+    TeamSerializer,
+    UserSerializer,
+    quota_document,
+)
+from .jobs import ErrorResponse
+
+USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description="A member.")
+
+
+class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Teams you belong to (platform admins: all). Platform admins create teams."""
+
+    serializer_class = TeamSerializer
+    lookup_field = "slug"
+    lookup_value_regex = r"[-a-zA-Z0-9_]+"
+    queryset = Team.objects.none()  # for schema generation; requests use get_queryset
+
+    def get_queryset(self) -> QuerySet[Team]:
+        return Team.objects.visible_to(self.request.user)
+
+    @extend_schema(responses={201: TeamSerializer, 400: ErrorResponse, 403: ErrorResponse})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if not can_create_team(request.user):
+            raise PermissionDenied("Only platform admins create teams.")
+        params = TeamSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        try:
+            team = create_team(**params.validated_data, actor=request.user)
+        except TenancyError as exc:
+            raise serializers.ValidationError({"slug": [str(exc)]}) from exc
+        return Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(methods=["GET"], responses={200: MembershipSerializer(many=True)})
+    @extend_schema(
+        methods=["POST"],
+        request=MembershipSerializer,
+        responses={201: MembershipSerializer, 403: ErrorResponse},
+        description="Add a member, or change the role of an existing one (team admins).",
+    )
+    @action(detail=True, methods=["get", "post"], pagination_class=None)
+    def members(self, request: Request, slug: str | None = None) -> Response:
+        team = self.get_object()
+        if request.method == "GET":
+            memberships = team.memberships.select_related("user").order_by("user__username")
+            return Response(MembershipSerializer(memberships, many=True).data)
+        if not can_manage_members(request.user, team):
+            raise PermissionDenied("Only team admins change the team's members.")
+        params = MembershipSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        username = params.validated_data["user"]["username"]
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            raise serializers.ValidationError({"username": [f"No user '{username}'."]})
+        membership = add_member(
+            team=team, user=user, role=Role(params.validated_data["role"]), actor=request.user
+        )
+        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        methods=["PATCH"],
+        parameters=[USERNAME],
+        request=RoleSerializer,
+        responses={200: MembershipSerializer, 403: ErrorResponse},
+    )
+    @extend_schema(
+        methods=["DELETE"], parameters=[USERNAME], responses={204: None, 403: ErrorResponse}
+    )
+    @action(
+        detail=True,
+        methods=["patch", "delete"],
+        url_path=r"members/(?P<username>[\w.@+-]+)",
+        url_name="member",
+    )
+    def member(self, request: Request, slug: str | None = None, username: str = "") -> Response:
+        team = self.get_object()
+        membership = get_object_or_404(
+            Membership.objects.select_related("user"), team=team, user__username=username
+        )
+        if not can_manage_members(request.user, team):
+            raise PermissionDenied("Only team admins change the team's members.")
+        if request.method == "DELETE":
+            try:
+                remove_member(membership=membership, actor=request.user)
+            except TenancyError as exc:
+                return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        params = RoleSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        membership = add_member(
+            team=team,
+            user=membership.user,
+            role=Role(params.validated_data["role"]),
+            actor=request.user,
+        )
+        return Response(MembershipSerializer(membership).data)
+
+    @extend_schema(methods=["GET"], responses={200: QuotaSerializer})
+    @extend_schema(
+        methods=["PUT"],
+        request=QuotaSerializer,
+        responses={200: QuotaSerializer, 403: ErrorResponse},
+        description="Platform admins set the quota. A cycle runs afterwards to apply it.",
+    )
+    @action(detail=True, methods=["get", "put"])
+    def quota(self, request: Request, slug: str | None = None) -> Response:
+        team = self.get_object()
+        if request.method == "PUT":
+            if not can_change_quota(request.user, team):
+                raise PermissionDenied("Only platform admins change quotas.")
+            params = QuotaSerializer(data=request.data)
+            params.is_valid(raise_exception=True)
+            data = params.validated_data
+            limits = LimitSerializer()
+            try:
+                set_quota(
+                    team=team,
+                    values=QuotaValues(
+                        nominal=params.nominal(),
+                        borrowing_limit=limits.to_limit(data.get("borrowing_limit")),
+                        lending_limit=limits.to_limit(data.get("lending_limit")),
+                    ),
+                    actor=request.user,
+                    held_by_production=held_by([team.pk]).get(team.pk, {}).get(Priority.PRODUCTION),
+                )
+                if "priority_caps" in data:
+                    set_priority_caps(
+                        team=team,
+                        caps={c["priority"]: limits.to_limit(c) for c in data["priority_caps"]},
+                        actor=request.user,
+                    )
+            except TenancyError as exc:
+                raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from exc
+        team = (
+            Team.objects.select_related("quota").prefetch_related("priority_caps").get(pk=team.pk)
+        )
+        return Response(quota_document(team, quota_usage([team.pk])[team.pk]))
+
+
+class UserViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Platform admins create and list users; everyone may read `me`."""
+
+    serializer_class = UserSerializer
+    permission_classes = [IsPlatformAdmin]
+    lookup_field = "username"
+    lookup_value_regex = r"[\w.@+-]+"
+    queryset = User.objects.none()  # for schema generation; requests use get_queryset
+
+    def get_queryset(self) -> QuerySet[User]:
+        return User.objects.order_by("username").prefetch_related("memberships__team")
+
+    def perform_create(self, serializer: Any) -> None:
+        data = serializer.validated_data
+        serializer.instance = create_user(
+            username=data["username"],
+            password=data["password"],
+            email=data.get("email", ""),
+            is_platform_admin=data.get("is_superuser", False),
+            actor=self.request.user,
+        )
+
+    @extend_schema(responses={200: UserSerializer})
+    @action(detail=False, methods=["get"], permission_classes=[IsAuthenticated])
+    def me(self, request: Request) -> Response:
+        """The signed-in user, with their teams and roles."""
+        return Response(UserSerializer(request.user).data)

@@ -1,0 +1,124 @@
+"""How much each team's jobs request and hold, measured against its quota.
+
+Nothing here is stored: usage is derived from the active tasks (what jobs hold on nodes)
+and the active jobs' specs (what they request), so it cannot drift from the truth.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainhub.tenancy.models import Quota
+from trainhub.tenancy.resources import RESOURCE_NAMES, Resources
+
+from .choices import JOB_ACTIVE, TASK_ACTIVE
+from .models import Job, Task
+
+
+def job_request(spec: dict[str, Any], workers: int | None = None) -> Resources:
+    """What a job with this spec asks for: coordinator, every PS shard and `workers`
+    workers (default: the spec's minimum)."""
+    coordinator = spec["coordinator"]["resources"]
+    ps = spec["parameter_servers"]
+    worker = spec["workers"]["resources"]
+    count = spec["workers"]["min"] if workers is None else workers
+    return Resources(
+        cpu=coordinator["cpu"] + ps["replicas"] * ps["resources"]["cpu"] + count * worker["cpu"],
+        memory_mb=coordinator["memory_mb"]
+        + ps["replicas"] * ps["resources"]["memory_mb"]
+        + count * worker["memory_mb"],
+        gpu=count * worker.get("gpu", 0),
+    )
+
+
+def requested_at(team_id: int, priority: str, *, exclude_job: int | None = None) -> Resources:
+    """What the team's active jobs at `priority` request at their target size."""
+    jobs = Job.objects.filter(team_id=team_id, priority=priority, state__in=JOB_ACTIVE)
+    if exclude_job is not None:
+        jobs = jobs.exclude(pk=exclude_job)
+    total = Resources()
+    for spec, target in jobs.values_list("spec", "target_workers"):
+        total += job_request(spec, target)
+    return total
+
+
+def held_by(team_ids: Iterable[int] | None = None) -> dict[int, dict[str, Resources]]:
+    """What each team's active tasks hold on nodes, by priority."""
+    tasks = Task.objects.filter(state__in=TASK_ACTIVE)
+    if team_ids is not None:
+        tasks = tasks.filter(job__team_id__in=list(team_ids))
+    held: dict[int, dict[str, Resources]] = defaultdict(lambda: defaultdict(Resources))
+    for team_id, priority, cpu, memory_mb, gpus in tasks.values_list(
+        "job__team_id", "job__priority", "cpu", "memory_mb", "gpu_indices"
+    ):
+        held[team_id][priority] += Resources(cpu, memory_mb, len(gpus or []))
+    return held
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    """A team's use of the cluster: within its quota, borrowed from others, lent to them."""
+
+    used: Resources
+    within_quota: Resources
+    borrowed: Resources
+    lent: Resources
+    held_by_priority: dict[str, Resources] = field(default_factory=dict)
+    requested_by_priority: dict[str, Resources] = field(default_factory=dict)
+
+
+def quota_usage(team_ids: Iterable[int]) -> dict[int, QuotaUsage]:
+    """Usage of these teams. Lending is shared out over every team's idle nominal quota
+    (up to its lending limit) in proportion, so it needs the whole cluster's picture."""
+    wanted = list(team_ids)
+    quotas = {q.team_id: q for q in Quota.objects.all()}
+    held = held_by()
+    used = {t: sum(held.get(t, {}).values(), Resources()) for t in set(quotas) | set(held)}
+    borrowed = {
+        t: (used[t] - (quotas[t].nominal if t in quotas else Resources())).clamp_at_zero()
+        for t in used
+    }
+    lendable: dict[int, Resources] = {}
+    for t, quota in quotas.items():
+        idle = (quota.nominal - used.get(t, Resources())).clamp_at_zero()
+        limit = quota.lending_limit
+        lendable[t] = Resources(
+            *(
+                min(getattr(idle, n), getattr(limit, n))
+                if getattr(limit, n) is not None
+                else getattr(idle, n)
+                for n in RESOURCE_NAMES
+            )
+        )
+    total_borrowed = sum(borrowed.values(), Resources())
+    total_lendable = sum(lendable.values(), Resources())
+
+    def lent_by(t: int) -> Resources:
+        share = []
+        for n in RESOURCE_NAMES:
+            pool, out = getattr(total_lendable, n), getattr(total_borrowed, n)
+            part = min(out, pool) * getattr(lendable.get(t, Resources()), n) / pool if pool else 0
+            share.append(part)
+        return Resources(share[0], round(share[1]), round(share[2]))
+
+    requested: dict[int, dict[str, Resources]] = defaultdict(lambda: defaultdict(Resources))
+    for team_id, priority, spec, target in Job.objects.filter(
+        team_id__in=wanted, state__in=JOB_ACTIVE
+    ).values_list("team_id", "priority", "spec", "target_workers"):
+        requested[team_id][priority] += job_request(spec, target)
+
+    result = {}
+    for t in wanted:
+        mine = used.get(t, Resources())
+        result[t] = QuotaUsage(
+            used=mine,
+            within_quota=mine - borrowed.get(t, Resources()),
+            borrowed=borrowed.get(t, Resources()),
+            lent=lent_by(t),
+            held_by_priority=dict(held.get(t, {})),
+            requested_by_priority=dict(requested.get(t, {})),
+        )
+    return result

@@ -1,0 +1,38 @@
+"""Who may do what with teams, as `can_<verb>(user, obj)` functions.
+
+Platform admins (superusers) may do everything. Within a team: viewers read, members
+also submit and act on jobs, team admins also change the membership. Only platform admins
+create teams and change quotas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .choices import MEMBERSHIP_MANAGERS, SUBMITTERS
+from .models import Team
+from .selectors import role_in
+
+
+def is_platform_admin(user: Any) -> bool:
+    return bool(getattr(user, "is_active", False) and getattr(user, "is_superuser", False))
+
+
+def can_view_team(user: Any, team: Team) -> bool:
+    return is_platform_admin(user) or role_in(user, team) is not None
+
+
+def can_submit(user: Any, team: Team) -> bool:
+    return is_platform_admin(user) or role_in(user, team) in SUBMITTERS
+
+
+def can_manage_members(user: Any, team: Team) -> bool:
+    return is_platform_admin(user) or role_in(user, team) in MEMBERSHIP_MANAGERS
+
+
+def can_change_quota(user: Any, team: Team) -> bool:
+    return is_platform_admin(user)
+
+
+def can_create_team(user: Any) -> bool:
+    return is_platform_admin(user)
