@@ -21,8 +21,8 @@ from trainhub.jobs.services import (
 from trainhub.nodes.choices import SCHEDULABLE
 from trainhub.nodes.models import Node
 
-from . import policy
 from .locks import try_advisory_xact_lock
+from .policy import first_fit as policy
 
 logger = logging.getLogger(__name__)
 

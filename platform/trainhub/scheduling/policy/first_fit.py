@@ -1,7 +1,8 @@
-"""The scheduling policy: pure Python over a snapshot, no Django (DESIGN.md §3).
+"""First-fit gang placement: what the platform's cycle still runs (pure Python, no Django).
 
-This is first-fit gang placement; the fair-share policy replaces it behind the same
-`schedule(snapshot) -> Decisions` interface.
+The fair-share policy (`trainhub.scheduling.policy.schedule`) needs per-resource borrowing
+and lending limits that the tenancy models do not carry yet; until they do, the platform
+keeps this behaviour.
 """
 
 from __future__ import annotations

@@ -1,0 +1,92 @@
+"""The scheduling policy (DESIGN.md §3): pure Python over a snapshot, no Django.
+
+`schedule(snapshot, policy="cfs") -> Decisions` is the one entry point; the platform's
+cycle and the simulator both call it. Modules: `model` (snapshot and decisions), `order`
+(CFS-like order and aging), `quota` (nominal, borrowing, lending), `placement` (gang,
+best fit, node rules), `reclaim` (evict, shrink, preempt), `elastic` (growth), `baselines`
+(fifo and priority, for comparison), `first_fit` (what the platform runs until the tenancy
+models carry per-resource borrowing and lending limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .baselines import schedule_fifo, schedule_priority
+from .cfs import schedule_cfs
+from .model import (
+    COORDINATOR,
+    CORDONED,
+    LOST,
+    PENDING,
+    PRIORITY_WEIGHTS,
+    PS,
+    READY,
+    RUNNING,
+    STOPPING,
+    UNLIMITED,
+    WORKER,
+    ZERO,
+    AddWorker,
+    Decisions,
+    Job,
+    Node,
+    PolicyConfig,
+    PreemptJob,
+    RemoveWorker,
+    Reservation,
+    Resources,
+    Snapshot,
+    StartJob,
+    Task,
+    TaskPlacement,
+    Team,
+)
+
+POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {
+    "cfs": schedule_cfs,
+    "fifo": schedule_fifo,
+    "priority": schedule_priority,
+}
+
+
+def schedule(snapshot: Snapshot, policy: str = "cfs") -> Decisions:
+    """Decide one cycle. The same snapshot always gives the same decisions."""
+    try:
+        return POLICIES[policy](snapshot)
+    except KeyError:
+        if policy in POLICIES:
+            raise
+        raise ValueError(f"unknown policy {policy!r}; choose one of {sorted(POLICIES)}") from None
+
+
+__all__ = [
+    "COORDINATOR",
+    "CORDONED",
+    "LOST",
+    "PENDING",
+    "POLICIES",
+    "PRIORITY_WEIGHTS",
+    "PS",
+    "READY",
+    "RUNNING",
+    "STOPPING",
+    "UNLIMITED",
+    "WORKER",
+    "ZERO",
+    "AddWorker",
+    "Decisions",
+    "Job",
+    "Node",
+    "PolicyConfig",
+    "PreemptJob",
+    "RemoveWorker",
+    "Reservation",
+    "Resources",
+    "Snapshot",
+    "StartJob",
+    "Task",
+    "TaskPlacement",
+    "Team",
+    "schedule",
+]

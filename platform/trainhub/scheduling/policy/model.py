@@ -1,0 +1,219 @@
+"""What the policy reads (a snapshot) and what it writes (decisions): plain frozen data."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+EPSILON = 1e-9
+
+# The same weights as trainhub.jobs.choices.PRIORITY_WEIGHTS (a test keeps them equal); the
+# policy may not import Django, so it carries its own copy.
+PRIORITY_WEIGHTS: dict[str, int] = {
+    "experiment": 10,
+    "offline": 100,
+    "normal": 1000,
+    "production": 10000,
+}
+PRODUCTION = "production"
+
+# Node states as the policy sees them; only READY nodes get new tasks.
+READY, CORDONED, LOST = "ready", "cordoned", "lost"
+# Job states as the policy sees them. STOPPING: preempted, its tasks still checkpointing.
+PENDING, RUNNING, STOPPING = "pending", "running", "stopping"
+COORDINATOR, PS, WORKER = "coordinator", "ps", "worker"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    cpu: float = 0.0
+    memory_mb: float = 0.0
+    gpu: float = 0.0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.cpu + other.cpu, self.memory_mb + other.memory_mb, self.gpu + other.gpu
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.cpu - other.cpu, self.memory_mb - other.memory_mb, self.gpu - other.gpu
+        )
+
+    def times(self, k: float) -> Resources:
+        return Resources(self.cpu * k, self.memory_mb * k, self.gpu * k)
+
+    def fits_in(self, other: Resources) -> bool:
+        return (
+            self.cpu <= other.cpu + EPSILON
+            and self.memory_mb <= other.memory_mb + EPSILON
+            and self.gpu <= other.gpu + EPSILON
+        )
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        return (self.cpu, self.memory_mb, self.gpu)
+
+    @property
+    def is_zero(self) -> bool:
+        return self.cpu <= EPSILON and self.memory_mb <= EPSILON and self.gpu <= EPSILON
+
+
+ZERO = Resources()
+UNLIMITED = Resources(math.inf, math.inf, math.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    id: int
+    capacity: Resources
+    state: str = READY
+    owner: str | None = None  # a team whose jobs prefer this node; others may use it too
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.capacity.gpu > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    name: str
+    nominal: Resources
+    # Per resource; math.inf (the default) means no limit.
+    borrowing_limit: Resources = UNLIMITED
+    lending_limit: Resources = UNLIMITED
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    role: str
+    index: int
+    node_id: int
+    resources: Resources
+    borrowed: bool = False  # placed on quota lent by another team
+    stopping: bool = False  # being removed; holds its resources until it is gone
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    team: str
+    priority: str
+    state: str
+    submit_time: float
+    worker: Resources
+    workers_min: int = 1
+    workers_max: int = 1
+    ps_count: int = 0
+    ps: Resources = ZERO
+    coordinator: Resources = ZERO  # zero: the job has no coordinator task
+    freeze_seconds: float = 0.0
+    tasks: tuple[Task, ...] = ()
+    vruntime: float = 0.0  # resources held x time / priority weight, accrued by the driver
+    last_rescale_time: float | None = None
+    started_at: float | None = None
+    pending_since: float | None = None  # start of the current wait; None: submit_time
+
+    @property
+    def weight(self) -> int:
+        return PRIORITY_WEIGHTS[self.priority]
+
+    @property
+    def is_production(self) -> bool:
+        return self.priority == PRODUCTION
+
+    @property
+    def is_elastic(self) -> bool:
+        return self.workers_max > self.workers_min
+
+    def gang(self) -> tuple[tuple[str, int, Resources], ...]:
+        """The tasks that must start together: coordinator, every PS shard, min workers."""
+        tasks: list[tuple[str, int, Resources]] = []
+        if not self.coordinator.is_zero:
+            tasks.append((COORDINATOR, 0, self.coordinator))
+        tasks += [(PS, i, self.ps) for i in range(self.ps_count)]
+        tasks += [(WORKER, i, self.worker) for i in range(self.workers_min)]
+        return tuple(tasks)
+
+    def demand(self) -> Resources:
+        return self.coordinator + self.ps.times(self.ps_count) + self.worker.times(self.workers_min)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Capacity freed for a pending job, held for it until it starts."""
+
+    job_id: int
+    node_id: int
+    resources: Resources
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    # A pending job rises one priority level per this many seconds of waiting.
+    aging_seconds_per_level: float = 900.0
+    preemption_grace_seconds: float = 60.0
+    reservation_timeout_seconds: float = 900.0
+    # CPU-only tasks on a GPU node leave this many CPUs beside each of its free GPUs.
+    cpu_reserved_per_free_gpu: float = 1.0
+    # Bounds the work spent trying to free room for blocked jobs in one cycle.
+    max_make_room_attempts: int = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: float
+    nodes: tuple[Node, ...]
+    teams: tuple[Team, ...]
+    jobs: tuple[Job, ...]
+    reservations: tuple[Reservation, ...] = ()
+    config: PolicyConfig = PolicyConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlacement:
+    role: str
+    index: int
+    node_id: int
+    resources: Resources
+    borrowed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StartJob:
+    job_id: int
+    tasks: tuple[TaskPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddWorker:
+    job_id: int
+    task: TaskPlacement
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveWorker:
+    job_id: int
+    index: int
+    node_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptJob:
+    job_id: int
+    grace_seconds: float
+    reason: str
+
+
+@dataclass
+class Decisions:
+    starts: list[StartJob] = field(default_factory=list)
+    add_workers: list[AddWorker] = field(default_factory=list)
+    remove_workers: list[RemoveWorker] = field(default_factory=list)
+    preemptions: list[PreemptJob] = field(default_factory=list)
+    pending_reasons: dict[int, str] = field(default_factory=dict)
+    # The complete set to carry into the next snapshot (old ones not listed are released).
+    reservations: list[Reservation] = field(default_factory=list)

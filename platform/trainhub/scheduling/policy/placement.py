@@ -1,0 +1,236 @@
+"""Free capacity per node, indexed for best fit, and gang placement over it.
+
+Nodes are grouped by (owner, has GPUs); each group keeps its nodes in a sorted list keyed
+by free capacity (GPU nodes by free GPUs then CPUs, CPU nodes by free CPUs then memory),
+so finding the tightest node that fits is a bisection plus a short scan, and taking or
+giving back capacity moves one key. A gang shape that failed is remembered until some
+capacity is given back, so a queue of identical jobs costs one search.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Sequence
+
+from .model import EPSILON, PS, READY, Node, Resources
+
+# (role, index, resources) of one task to place; (role, index, node position, resources) placed.
+TaskSpec = tuple[str, int, Resources]
+Placed = tuple[str, int, int, Resources]
+GroupKey = tuple[str | None, bool]
+
+
+class Capacity:
+    """Free capacity of every node; only READY nodes can receive tasks."""
+
+    def __init__(self, nodes: Sequence[Node], cpu_reserved_per_free_gpu: float) -> None:
+        self.node_ids = [n.id for n in nodes]
+        self.position = {n.id: i for i, n in enumerate(nodes)}
+        self.cpu = [n.capacity.cpu for n in nodes]
+        self.mem = [n.capacity.memory_mb for n in nodes]
+        self.gpu = [n.capacity.gpu for n in nodes]
+        self.has_gpus = [n.has_gpus for n in nodes]
+        self.ready = [n.state == READY for n in nodes]
+        self.owner = [n.owner for n in nodes]
+        self.reserve_per_gpu = cpu_reserved_per_free_gpu
+        self.groups: dict[GroupKey, list[tuple[float, float, int]]] = {}
+        self.max_capacity = Resources(
+            max((n.capacity.cpu for n in nodes if n.state == READY), default=0.0),
+            max((n.capacity.memory_mb for n in nodes if n.state == READY), default=0.0),
+            max((n.capacity.gpu for n in nodes if n.state == READY), default=0.0),
+        )
+        # Bumped whenever capacity is given back; failure memos older than it are stale.
+        self.release_version = 0
+        self._failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        self._order_cache: dict[tuple[str, bool], list[list[tuple[float, float, int]]]] = {}
+        self.indexed = False
+
+    # -- building ---------------------------------------------------------------------------
+
+    def hold(self, node_id: int, res: Resources) -> None:
+        """Count resources as used before the index is built (tasks, reservations)."""
+        pos = self.position.get(node_id)
+        if pos is None:
+            return
+        self.cpu[pos] -= res.cpu
+        self.mem[pos] -= res.memory_mb
+        self.gpu[pos] -= res.gpu
+
+    def build_index(self) -> None:
+        for pos in range(len(self.node_ids)):
+            if self.ready[pos]:
+                self.groups.setdefault((self.owner[pos], self.has_gpus[pos]), []).append(
+                    self._key(pos)
+                )
+        for keys in self.groups.values():
+            keys.sort()
+        self.indexed = True
+
+    def _key(self, pos: int) -> tuple[float, float, int]:
+        if self.has_gpus[pos]:
+            return (self.gpu[pos], self.cpu[pos], pos)
+        return (self.cpu[pos], self.mem[pos], pos)
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def free_total(self) -> Resources:
+        cpu = mem = gpu = 0.0
+        for pos, ready in enumerate(self.ready):
+            if ready:
+                cpu += max(0.0, self.cpu[pos])
+                mem += max(0.0, self.mem[pos])
+                gpu += max(0.0, self.gpu[pos])
+        return Resources(cpu, mem, gpu)
+
+    def _ordered_groups(self, team: str, gpu_task: bool) -> list[list[tuple[float, float, int]]]:
+        """Groups to search, best first: own nodes, unowned nodes, other teams' nodes; CPU
+        tasks search CPU nodes before GPU nodes."""
+        cached = self._order_cache.get((team, gpu_task))
+        if cached is not None:
+            return cached
+        kinds = [True] if gpu_task else [False, True]
+        order: list[list[tuple[float, float, int]]] = []
+        for has_gpus in kinds:
+            owners = sorted(
+                (o for (o, g) in self.groups if g == has_gpus),
+                key=lambda o: (o != team, o is not None, o or ""),
+            )
+            order += [self.groups[(o, has_gpus)] for o in owners]
+        self._order_cache[(team, gpu_task)] = order
+        return order
+
+    def fits(self, pos: int, res: Resources) -> bool:
+        if not (
+            self.cpu[pos] + EPSILON >= res.cpu
+            and self.mem[pos] + EPSILON >= res.memory_mb
+            and self.gpu[pos] + EPSILON >= res.gpu
+        ):
+            return False
+        if res.gpu <= 0 and self.has_gpus[pos]:
+            # CPU-only work leaves enough CPU beside the node's free GPUs.
+            left = self.cpu[pos] - res.cpu
+            return left + EPSILON >= self.reserve_per_gpu * max(0.0, self.gpu[pos])
+        return True
+
+    def find(self, team: str, res: Resources, exclude: set[int] | None = None) -> int | None:
+        """Position of the tightest READY node that fits `res` (best fit), or None."""
+        gpu_task = res.gpu > 0
+        for keys in self._ordered_groups(team, gpu_task):
+            if not keys:
+                continue
+            if self.has_gpus[keys[0][2]]:
+                start = bisect_left(keys, (res.gpu - EPSILON, -float("inf"), -1))
+            else:
+                start = bisect_left(keys, (res.cpu - EPSILON, -float("inf"), -1))
+            for i in range(start, len(keys)):
+                pos = keys[i][2]
+                if exclude is not None and pos in exclude:
+                    continue
+                if self.fits(pos, res):
+                    return pos
+        return None
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def _move(self, pos: int, cpu: float, mem: float, gpu: float) -> None:
+        indexed = self.indexed and self.ready[pos]
+        if indexed:
+            keys = self.groups[(self.owner[pos], self.has_gpus[pos])]
+            old = self._key(pos)
+            del keys[bisect_left(keys, old)]
+        self.cpu[pos] += cpu
+        self.mem[pos] += mem
+        self.gpu[pos] += gpu
+        if indexed:
+            insort(keys, self._key(pos))
+
+    def take(self, pos: int, res: Resources) -> None:
+        self._move(pos, -res.cpu, -res.memory_mb, -res.gpu)
+
+    def give_back(self, pos: int, res: Resources) -> None:
+        self._move(pos, res.cpu, res.memory_mb, res.gpu)
+        self.release_version += 1
+
+    # -- gangs ------------------------------------------------------------------------------
+
+    def place_gang(self, team: str, tasks: Iterable[TaskSpec]) -> list[Placed] | None:
+        """Place every task or none (capacity untouched on failure). PS shards go to
+        distinct nodes when they can; the largest tasks are placed first."""
+        ordered = sorted(tasks, key=lambda t: (-t[2].gpu, -t[2].cpu, -t[2].memory_mb, t[0], t[1]))
+        shape = (team, tuple((t[0] == PS, t[2]) for t in ordered))
+        memo = self._failed.get(shape)
+        if memo is not None and memo[0] == self.release_version:
+            return None
+        placed: list[Placed] = []
+        ps_nodes: set[int] = set()
+        for role, index, res in ordered:
+            pos: int | None
+            if role == PS:
+                pos = self.find(team, res, exclude=ps_nodes)
+                if pos is None and ps_nodes:
+                    pos = self.find(team, res)
+            else:
+                pos = self.find(team, res)
+            if pos is None:
+                for _, _, p, r in placed:
+                    self._move(p, r.cpu, r.memory_mb, r.gpu)
+                self._failed[shape] = (self.release_version, "")
+                return None
+            self.take(pos, res)
+            if role == PS:
+                ps_nodes.add(pos)
+            placed.append((role, index, pos, res))
+        return placed
+
+    def unplace(self, placed: Iterable[Placed]) -> None:
+        for _, _, pos, res in placed:
+            self.give_back(pos, res)
+
+    def why_not(self, tasks: Sequence[TaskSpec]) -> str:
+        """A human-readable reason why the gang does not fit now."""
+        shape = ("why", tuple(t[2] for t in tasks))
+        memo = self._failed.get(shape)
+        if memo is not None and memo[0] == self.release_version:
+            return memo[1]
+        reason = self._why_not(tasks)
+        self._failed[shape] = (self.release_version, reason)
+        return reason
+
+    def _why_not(self, tasks: Sequence[TaskSpec]) -> str:
+        if not any(self.ready):
+            return "no nodes are available"
+        need = Resources()
+        for _, _, res in tasks:
+            need = need + res
+        biggest = max(tasks, key=lambda t: (t[2].gpu, t[2].cpu, t[2].memory_mb))[2]
+        cap = self.max_capacity
+        if biggest.gpu > cap.gpu + EPSILON:
+            return f"no node has {biggest.gpu:g} GPUs"
+        if biggest.gpu > 0:
+            gpu_nodes = [p for p in range(len(self.ready)) if self.ready[p] and self.has_gpus[p]]
+            if not any(self.gpu[p] + EPSILON >= biggest.gpu for p in gpu_nodes):
+                return f"no node has {biggest.gpu:g} free GPUs"
+            if not any(self.fits(p, biggest) for p in gpu_nodes):
+                return (
+                    f"no node has {biggest.gpu:g} free GPUs with {biggest.cpu:g} CPUs and "
+                    f"{biggest.memory_mb:g} MiB beside them"
+                )
+        ready = [p for p in range(len(self.ready)) if self.ready[p]]
+        for _, _, res in tasks:
+            if res.gpu > 0:
+                continue
+            if not any(self.fits(p, res) for p in ready):
+                if not any(self.cpu[p] + EPSILON >= res.cpu for p in ready):
+                    return f"no node has {res.cpu:g} free CPUs"
+                if not any(self.mem[p] + EPSILON >= res.memory_mb for p in ready):
+                    return f"no node has {res.memory_mb:g} MiB of free memory"
+                return f"no node has {res.cpu:g} free CPUs and {res.memory_mb:g} MiB free"
+        free = self.free_total()
+        for name, needed, have in (
+            ("gpu", need.gpu, free.gpu),
+            ("cpu", need.cpu, free.cpu),
+            ("memory_mb", need.memory_mb, free.memory_mb),
+        ):
+            if needed > have + EPSILON:
+                return f"not enough free {name} in the cluster: needs {needed:g}, {have:g} free"
+        return f"free resources are fragmented: no placement fits all {len(tasks)} tasks together"

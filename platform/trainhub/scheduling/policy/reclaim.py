@@ -1,0 +1,212 @@
+"""Making room for a blocked pending job: evict, shrink, then preempt.
+
+Victims, in the order they are taken:
+1. for a GPU job: CPU-only jobs sitting on GPU nodes (they had CPU nodes to go to);
+2. elastic jobs above their minimum, most-fulfilled first (one worker at a time);
+3. (reclaim only) jobs running on borrowed quota, lowest priority and most recently
+   started first.
+A victim must belong to another team that is borrowing (reclaim: the job fits its own
+team's nominal quota) or that is further above its fair share than the job's team would
+be (fair share). Production jobs are never preempted or shrunk; frozen jobs are not
+shrunk. Victims are taken only if the job then fits; the capacity they free is reserved for
+the job until it starts, so no other job can take it and cause another preemption.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .model import WORKER, Job, PreemptJob, RemoveWorker, Resources, Task
+from .placement import Placed
+from .quota import Admission
+from .state import CycleState, RunningJob
+
+MAX_VICTIM_UNITS = 256
+
+
+@dataclass
+class _Unit:
+    job: RunningJob
+    preempt: bool  # else: remove one worker
+    tasks: list[tuple[int, Resources]]  # (node position, resources)
+    worker: Task | None = None
+
+
+def _eligible(
+    st: CycleState, victim: RunningJob, job: Job, reclaim: bool, key: tuple[int, float]
+) -> bool:
+    v = victim.job
+    if v.team == job.team or v.is_production or victim.gone:
+        return False
+    if reclaim:
+        return st.book.is_borrowing(v.team)
+    return st.book.fair_key(v.team) > key
+
+
+def _fair_key_after(st: CycleState, job: Job) -> tuple[int, float]:
+    st.book.add(job.team, job.demand())
+    try:
+        return st.book.fair_key(job.team)
+    finally:
+        st.book.remove(job.team, job.demand())
+
+
+def _worker_unit(st: CycleState, rj: RunningJob) -> _Unit:
+    worker = max((t for t in rj.tasks if t.role == WORKER), key=lambda t: t.index)
+    return _Unit(
+        rj,
+        preempt=False,
+        tasks=[(st.cap.position[worker.node_id], worker.resources)],
+        worker=worker,
+    )
+
+
+def _preempt_unit(st: CycleState, rj: RunningJob) -> _Unit:
+    return _Unit(
+        rj,
+        preempt=True,
+        tasks=[
+            (st.cap.position[t.node_id], t.resources)
+            for t in rj.tasks
+            if t.node_id in st.cap.position
+        ],
+    )
+
+
+def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
+    """Victim units in order, lazily (each one taken before the next is computed)."""
+    key = (0, 0.0) if reclaim else _fair_key_after(st, job)
+    running = [rj for rj in st.running.values() if not rj.touched and not rj.gone]
+    if job.worker.gpu > 0:
+        gpu_nodes = {st.cap.node_ids[p] for p in range(len(st.cap.node_ids)) if st.cap.has_gpus[p]}
+        cpu_on_gpu = [
+            rj
+            for rj in running
+            if rj.job.worker.gpu == 0 and any(t.node_id in gpu_nodes for t in rj.tasks)
+        ]
+        cpu_on_gpu.sort(key=lambda rj: (rj.job.weight, -(rj.job.started_at or 0), -rj.job.id))
+        for rj in cpu_on_gpu:
+            if not rj.gone and _eligible(st, rj, job, reclaim, key):
+                yield _preempt_unit(st, rj)
+    heap = [
+        (-rj.workers / rj.job.workers_max, rj.job.id, rj)
+        for rj in running
+        if rj.job.is_elastic and not rj.frozen and rj.workers > rj.job.workers_min
+    ]
+    heapq.heapify(heap)
+    while heap:
+        _, _, rj = heapq.heappop(heap)
+        if rj.gone or rj.workers <= rj.job.workers_min or not _eligible(st, rj, job, reclaim, key):
+            continue
+        yield _worker_unit(st, rj)
+        if rj.workers > rj.job.workers_min:
+            heapq.heappush(heap, (-rj.workers / rj.job.workers_max, rj.job.id, rj))
+    if not reclaim:
+        return
+    borrowers = [rj for rj in running if any(t.borrowed for t in rj.tasks)]
+    borrowers.sort(key=lambda rj: (rj.job.weight, -(rj.job.started_at or 0), -rj.job.id))
+    for rj in borrowers:
+        if not rj.gone and _eligible(st, rj, job, reclaim, key):
+            yield _preempt_unit(st, rj)
+
+
+def _apply(st: CycleState, unit: _Unit, sign: int) -> None:
+    """Tentatively free (sign=+1) or re-hold (sign=-1) a victim unit."""
+    total = Resources()
+    for pos, res in unit.tasks:
+        if sign > 0:
+            st.cap.give_back(pos, res)
+        else:
+            st.cap.take(pos, res)
+        total = total + res
+    if sign > 0:
+        st.book.remove(unit.job.job.team, total)
+    else:
+        st.book.add(unit.job.job.team, total)
+    if unit.preempt:
+        unit.job.gone = sign > 0
+    elif unit.worker is not None:
+        unit.job.workers -= sign
+        if sign > 0:
+            unit.job.tasks.remove(unit.worker)
+        else:
+            unit.job.tasks.append(unit.worker)
+
+
+def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
+    """Free room for `job` by taking victims; True if it now has a reservation."""
+    cfg = st.snapshot.config
+    if st.make_room_attempts >= cfg.max_make_room_attempts:
+        return False
+    st.make_room_attempts += 1
+    reclaim = not admission.borrows
+    may_borrow = not job.is_production
+    gang = job.gang()
+    demand = job.demand()
+    free = st.cap.free_total()
+    taken: list[_Unit] = []
+    freed = Resources()
+    placed: list[Placed] | None = None
+    for unit in _candidates(st, job, reclaim):
+        if len(taken) >= MAX_VICTIM_UNITS:
+            break
+        _apply(st, unit, +1)
+        taken.append(unit)
+        for _, res in unit.tasks:
+            freed = freed + res
+        if not demand.fits_in(free + freed):
+            continue
+        again = st.book.admit(job.team, demand, may_borrow)
+        if not again.ok or again.reclaim:
+            continue
+        placed = st.cap.place_gang(job.team, gang)
+        if placed is not None:
+            break
+    if placed is None:
+        for unit in reversed(taken):
+            _apply(st, unit, -1)
+        return False
+    # Keep only victims whose capacity the placement uses, or that the quota needs gone.
+    used_nodes = {pos for _, _, pos, _ in placed}
+    needed = [u for u in taken if any(pos in used_nodes for pos, _ in u.tasks)]
+    spare = [u for u in taken if u not in needed]
+    st.cap.unplace(placed)
+    for unit in reversed(spare):
+        _apply(st, unit, -1)
+        again = st.book.admit(job.team, demand, may_borrow)
+        if not again.ok or again.reclaim:
+            _apply(st, unit, +1)
+            needed.append(unit)
+    placed = st.cap.place_gang(job.team, gang)
+    if placed is None:  # cannot happen: the same capacity as before; stay safe
+        for unit in reversed(needed):
+            _apply(st, unit, -1)
+        return False
+    # The victims still hold their capacity until they stop: hold it again, and the job's
+    # placement is reserved, so the node is accounted twice until then (never over-given).
+    for unit in needed:
+        for pos, res in unit.tasks:
+            st.cap.take(pos, res)
+        _record(st, unit, job)
+    st.reserve(job, placed)
+    n = sum(len(u.tasks) for u in needed)
+    st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to stop")
+    return True
+
+
+def _record(st: CycleState, unit: _Unit, job: Job) -> None:
+    rj = unit.job
+    rj.touched = True
+    why = f"making room for job {job.id} of team {job.team}"
+    if unit.preempt:
+        st.decisions.preemptions.append(
+            PreemptJob(rj.job.id, st.snapshot.config.preemption_grace_seconds, why)
+        )
+        rj.tasks = []
+        return
+    assert unit.worker is not None
+    st.decisions.remove_workers.append(
+        RemoveWorker(rj.job.id, unit.worker.index, unit.worker.node_id, why)
+    )

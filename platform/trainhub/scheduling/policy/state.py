@@ -1,0 +1,157 @@
+"""The mutable working state of one cycle, built from a snapshot."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .model import (
+    PENDING,
+    RUNNING,
+    STOPPING,
+    WORKER,
+    Decisions,
+    Job,
+    Reservation,
+    Resources,
+    Snapshot,
+    StartJob,
+    Task,
+    TaskPlacement,
+)
+from .placement import Capacity, Placed
+from .quota import QuotaBook
+
+
+@dataclass
+class RunningJob:
+    job: Job
+    tasks: list[Task]  # active tasks (not stopping)
+    next_worker_index: int
+    workers: int
+    touched: bool = False  # rescaled or preempted in this cycle
+    frozen: bool = False
+    gone: bool = False  # preempted in this cycle
+
+    @property
+    def held(self) -> Resources:
+        total = Resources()
+        for t in self.tasks:
+            total = total + t.resources
+        return total
+
+
+@dataclass
+class CycleState:
+    snapshot: Snapshot
+    cap: Capacity
+    book: QuotaBook
+    running: dict[int, RunningJob]
+    pending: list[Job]
+    reservations: dict[int, list[Reservation]]
+    decisions: Decisions = field(default_factory=Decisions)
+    capacity_blocked: bool = False
+    make_room_attempts: int = 0
+
+    @classmethod
+    def build(cls, snapshot: Snapshot, *, quotas: bool = True) -> CycleState:
+        cfg = snapshot.config
+        cap = Capacity(snapshot.nodes, cfg.cpu_reserved_per_free_gpu)
+        ready_total = Resources()
+        for n in snapshot.nodes:
+            if n.state != "lost":
+                ready_total = ready_total + n.capacity
+        book = QuotaBook(snapshot.teams if quotas else (), ready_total)
+        running: dict[int, RunningJob] = {}
+        pending: list[Job] = []
+        now = snapshot.now
+        for job in snapshot.jobs:
+            book.ensure(job.team)
+            if job.state == PENDING:
+                pending.append(job)
+                continue
+            for t in job.tasks:
+                cap.hold(t.node_id, t.resources)
+            if job.state != RUNNING:
+                continue  # STOPPING: its tasks hold capacity until they are gone
+            active = [t for t in job.tasks if not t.stopping]
+            for t in active:
+                book.add(job.team, t.resources)
+            frozen = (
+                job.last_rescale_time is not None
+                and now < job.last_rescale_time + job.freeze_seconds
+            )
+            running[job.id] = RunningJob(
+                job=job,
+                tasks=sorted(active, key=lambda t: (t.role, t.index)),
+                next_worker_index=1
+                + max((t.index for t in job.tasks if t.role == WORKER), default=-1),
+                workers=sum(1 for t in active if t.role == WORKER),
+                frozen=frozen,
+            )
+        pending_ids = {j.id: j for j in pending}
+        reservations: dict[int, list[Reservation]] = defaultdict(list)
+        for r in snapshot.reservations:
+            owner = pending_ids.get(r.job_id)
+            if owner is None or now > r.created_at + cfg.reservation_timeout_seconds:
+                continue  # started, gone or stale: released
+            if r.node_id not in cap.position:
+                continue
+            reservations[r.job_id].append(r)
+            cap.hold(r.node_id, r.resources)
+            book.add(owner.team, r.resources)
+        cap.build_index()
+        return cls(snapshot, cap, book, running, pending, dict(reservations))
+
+    def start(self, job: Job, placed: list[Placed], borrowed: bool) -> None:
+        ids = self.cap.node_ids
+        self.decisions.starts.append(
+            StartJob(
+                job.id,
+                tuple(
+                    TaskPlacement(role, index, ids[pos], res, borrowed)
+                    for role, index, pos, res in sorted(placed, key=lambda p: (p[0], p[1]))
+                ),
+            )
+        )
+        for _, _, _, res in placed:
+            self.book.add(job.team, res)
+
+    def reserve(self, job: Job, placed: list[Placed]) -> None:
+        per_node: dict[int, Resources] = {}
+        for _, _, pos, res in placed:
+            node_id = self.cap.node_ids[pos]
+            per_node[node_id] = per_node.get(node_id, Resources()) + res
+        self.reservations[job.id] = [
+            Reservation(job.id, node_id, res, self.snapshot.now)
+            for node_id, res in sorted(per_node.items())
+        ]
+        for _, _, _, res in placed:
+            self.book.add(job.team, res)
+
+    def finish(self) -> Decisions:
+        d = self.decisions
+        started = {s.job_id for s in d.starts}
+        for job in self.pending:
+            if job.id not in started and job.id not in d.pending_reasons:
+                d.pending_reasons[job.id] = "waiting for the next scheduling cycle"
+        d.reservations = [
+            r
+            for job_id in sorted(self.reservations)
+            if job_id not in started
+            for r in self.reservations[job_id]
+        ]
+        return d
+
+    def reason(self, job: Job, text: str) -> None:
+        self.decisions.pending_reasons[job.id] = text
+
+
+def demand_of(tasks: list[Task] | tuple[Task, ...]) -> Resources:
+    total = Resources()
+    for t in tasks:
+        total = total + t.resources
+    return total
+
+
+__all__ = ["STOPPING", "CycleState", "RunningJob", "demand_of"]

@@ -1,0 +1,279 @@
+"""Replays a trace through the scheduling policy on a virtual clock.
+
+A cycle runs at every submission and completion, one second after a cycle that preempted
+or shrank something (the victims' grace period is taken to fit in that second), when a
+freeze window ends, and every `interval_s` while jobs wait (if set). Progress: `duration_s`
+is the runtime at `workers_min`; with n workers a job progresses (n / workers_min) ** 0.8
+times as fast. A preempted job loses what it did since its last checkpoint (every 300 s of
+running) and pays 30 s of restart when it runs again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from trainhub.scheduling.policy import (
+    PENDING,
+    PS,
+    RUNNING,
+    WORKER,
+    Decisions,
+    Job,
+    PolicyConfig,
+    Reservation,
+    Resources,
+    Snapshot,
+    Task,
+    schedule,
+)
+from trainhub.scheduling.policy.order import vruntime_increment
+
+from .inputs import Cluster, TraceJob
+from .report import Recorder, Report
+
+CHECKPOINT_EVERY_S = 300.0
+RESTART_COST_S = 30.0
+SPEEDUP_EXPONENT = 0.8
+FOLLOW_UP_S = 1.0
+
+
+@dataclass
+class SimJob:
+    trace: TraceJob
+    worker: Resources
+    ps: Resources
+    state: str = PENDING
+    tasks: list[Task] = field(default_factory=list)
+    work_left: float = 0.0  # seconds of work at workers_min
+    checkpoint_left: float = 0.0  # work_left at the last checkpoint
+    run_since: float = 0.0
+    stall_until: float = 0.0
+    restarts: int = 0
+    vruntime: float = 0.0
+    last_rescale: float | None = None
+    started_at: float | None = None
+    pending_since: float = 0.0
+    version: int = 0
+    end: float | None = None
+
+    @property
+    def workers(self) -> int:
+        return sum(1 for t in self.tasks if t.role == WORKER)
+
+    @property
+    def rate(self) -> float:
+        return (self.workers / self.trace.workers_min) ** SPEEDUP_EXPONENT
+
+    @property
+    def held(self) -> Resources:
+        total = Resources()
+        for t in self.tasks:
+            total = total + t.resources
+        return total
+
+
+@dataclass
+class Simulator:
+    cluster: Cluster
+    trace: list[TraceJob]
+    policy: str = "cfs"
+    config: PolicyConfig = field(default_factory=PolicyConfig)
+    freeze_seconds: float = 120.0
+    interval_s: float = 0.0
+    check: bool = False  # verify no node is over-committed after every cycle (tests)
+
+    def run(self) -> Report:
+        cap = self.cluster.capacity
+        jobs = {
+            t.job_id: SimJob(
+                t,
+                Resources(t.cpu_per_worker, t.memory_mb_per_worker, t.gpu_per_worker),
+                Resources(t.cpu_per_worker, t.memory_mb_per_worker, 0),
+                work_left=t.duration_s,
+                checkpoint_left=t.duration_s,
+                pending_since=t.submit_time_s,
+            )
+            for t in self.trace
+        }
+        rec = Recorder(self.cluster)
+        events: list[tuple[float, int, str, int, int]] = []
+        seq = 0
+
+        def push(time: float, kind: str, job_id: int = 0, version: int = 0) -> None:
+            nonlocal seq
+            seq += 1
+            heapq.heappush(events, (time, seq, kind, job_id, version))
+
+        for t in self.trace:
+            push(t.submit_time_s, "submit", t.job_id)
+        active: dict[int, SimJob] = {}
+        reservations: tuple[Reservation, ...] = ()
+        ticks: set[float] = set()
+        now = self.trace[0].submit_time_s if self.trace else 0.0
+        while events:
+            time = events[0][0]
+            self._advance(active, now, time, cap, rec)
+            now = time
+            while events and events[0][0] == now:
+                _, _, kind, job_id, version = heapq.heappop(events)
+                if kind == "submit":
+                    active[job_id] = jobs[job_id]
+                    rec.submitted(jobs[job_id])
+                elif kind == "finish":
+                    sj = jobs[job_id]
+                    if sj.version == version and sj.state == RUNNING:
+                        sj.state, sj.end, sj.tasks, sj.work_left = "done", now, [], 0.0
+                        del active[job_id]
+                        rec.finished(sj)
+                else:
+                    ticks.discard(now)
+            snapshot = self._snapshot(now, active, reservations)
+            decisions = schedule(snapshot, self.policy)
+            reservations = tuple(decisions.reservations)
+            changed = self._apply(now, decisions, jobs, rec)
+            for sj in changed:
+                if sj.state == RUNNING:
+                    finish = max(now, sj.stall_until) + sj.work_left / sj.rate
+                    push(finish, "finish", sj.trace.job_id, sj.version)
+            if self.check:
+                self._check(active)
+            wake = self._next_wake(now, decisions, active, reservations)
+            if wake is not None and wake not in ticks:
+                ticks.add(wake)
+                push(wake, "tick")
+        return rec.report(self.policy)
+
+    # -- time passing -----------------------------------------------------------------------
+
+    def _advance(
+        self, active: dict[int, SimJob], t0: float, t1: float, cap: Resources, rec: Recorder
+    ) -> None:
+        dt = t1 - t0
+        if dt <= 0:
+            return
+        for sj in active.values():
+            if sj.state != RUNNING:
+                continue
+            rate = sj.rate
+            start = max(t0, sj.stall_until)
+            left_at_t0 = sj.work_left
+            if t1 > start:
+                sj.work_left = max(0.0, left_at_t0 - rate * (t1 - start))
+            # The last checkpoint boundary crossed in (t0, t1], if any.
+            k = math.floor((t1 - sj.run_since) / CHECKPOINT_EVERY_S)
+            boundary = sj.run_since + k * CHECKPOINT_EVERY_S
+            if k >= 1 and boundary > t0:
+                sj.checkpoint_left = max(0.0, left_at_t0 - rate * max(0.0, boundary - start))
+            sj.vruntime += vruntime_increment(sj.held, cap, dt, sj.trace.priority)
+        rec.advance(active, t0, t1)
+
+    def _next_wake(
+        self,
+        now: float,
+        decisions: Decisions,
+        active: dict[int, SimJob],
+        reservations: tuple[Reservation, ...],
+    ) -> float | None:
+        if decisions.preemptions or decisions.remove_workers or reservations:
+            return now + FOLLOW_UP_S
+        waiting = any(sj.state == PENDING for sj in active.values())
+        wake = math.inf
+        if self.interval_s > 0 and waiting:
+            wake = now + self.interval_s
+        for sj in active.values():
+            t = sj.trace
+            if sj.state != RUNNING or t.workers_max == t.workers_min or sj.last_rescale is None:
+                continue
+            thaw = sj.last_rescale + self.freeze_seconds
+            if thaw > now and (sj.workers < t.workers_max or waiting):
+                wake = min(wake, thaw)
+        return None if wake == math.inf else wake
+
+    # -- policy in and out ------------------------------------------------------------------
+
+    def _snapshot(
+        self, now: float, active: dict[int, SimJob], reservations: tuple[Reservation, ...]
+    ) -> Snapshot:
+        jobs = []
+        for job_id in sorted(active):
+            sj = active[job_id]
+            t = sj.trace
+            jobs.append(
+                Job(
+                    id=job_id,
+                    team=t.team,
+                    priority=t.priority,
+                    state=sj.state,
+                    submit_time=t.submit_time_s,
+                    worker=sj.worker,
+                    workers_min=t.workers_min,
+                    workers_max=t.workers_max,
+                    ps_count=t.ps,
+                    ps=sj.ps,
+                    freeze_seconds=self.freeze_seconds,
+                    tasks=tuple(sj.tasks),
+                    vruntime=sj.vruntime,
+                    last_rescale_time=sj.last_rescale,
+                    started_at=sj.started_at,
+                    pending_since=sj.pending_since,
+                )
+            )
+        return Snapshot(
+            now, self.cluster.nodes, self.cluster.teams, tuple(jobs), reservations, self.config
+        )
+
+    def _apply(
+        self, now: float, d: Decisions, jobs: dict[int, SimJob], rec: Recorder
+    ) -> list[SimJob]:
+        changed: dict[int, SimJob] = {}
+        for p in d.preemptions:
+            sj = jobs[p.job_id]
+            sj.state, sj.tasks = PENDING, []
+            sj.work_left = sj.checkpoint_left
+            sj.pending_since = now
+            sj.version += 1
+            rec.preempted(sj)
+        for r in d.remove_workers:
+            sj = jobs[r.job_id]
+            sj.tasks = [t for t in sj.tasks if not (t.role == WORKER and t.index == r.index)]
+            sj.last_rescale = now
+            changed[sj.trace.job_id] = sj
+            rec.resized()
+        for s in d.starts:
+            sj = jobs[s.job_id]
+            sj.state = RUNNING
+            sj.tasks = [Task(p.role, p.index, p.node_id, p.resources, p.borrowed) for p in s.tasks]
+            sj.run_since = now
+            sj.checkpoint_left = sj.work_left
+            sj.stall_until = now + (RESTART_COST_S if sj.restarts else 0.0)
+            sj.restarts += 1
+            if sj.started_at is None:
+                rec.first_start(sj, now)
+            sj.started_at = now
+            sj.last_rescale = now
+            changed[sj.trace.job_id] = sj
+        for a in d.add_workers:
+            sj = jobs[a.job_id]
+            placed = a.task
+            sj.tasks.append(
+                Task(placed.role, placed.index, placed.node_id, placed.resources, placed.borrowed)
+            )
+            sj.last_rescale = now
+            changed[sj.trace.job_id] = sj
+            rec.resized()
+        for sj in changed.values():
+            sj.version += 1
+        return [changed[k] for k in sorted(changed)]
+
+    def _check(self, active: dict[int, SimJob]) -> None:
+        used: dict[int, Resources] = defaultdict(Resources)
+        for sj in active.values():
+            for t in sj.tasks:
+                used[t.node_id] = used[t.node_id] + t.resources
+            ps_nodes = [t.node_id for t in sj.tasks if t.role == PS]
+            assert len(ps_nodes) == sj.trace.ps or sj.state != RUNNING
+        for node in self.cluster.nodes:
+            assert used[node.id].fits_in(node.capacity), f"node {node.id} over-committed"
