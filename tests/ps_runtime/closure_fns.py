@@ -46,3 +46,18 @@ def slow_identity(x: Any, seconds: float) -> Any:
 
     time.sleep(seconds)
     return x
+
+
+def record(path: str, closure_id: int, seconds: float) -> dict[str, int]:
+    """Sleep, append `closure_id pid` to `path`, return them (at-least-once evidence)."""
+    import time
+
+    time.sleep(seconds)
+    with open(path, "a") as f:
+        f.write(f"{closure_id} {os.getpid()}\n")
+    return {"id": closure_id, "pid": os.getpid()}
+
+
+def worker_pid() -> int:
+    """The worker process's pid."""
+    return os.getpid()
