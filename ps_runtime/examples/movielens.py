@@ -206,11 +206,13 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
     steps_per_epoch = math.ceil(len(dataset.train) / batch_size)
     losses: list[tuple[int, RemoteValue]] = []
     reported = 0
+    completed = 0
 
     def report_losses(upto: int) -> None:
-        nonlocal reported
+        nonlocal reported, completed
         while reported + report_every <= upto:
             window = [rv.fetch() for s, rv in losses if reported < s <= reported + report_every]
+            completed += len(window)
             reported += report_every
             ps_runtime.report(step=reported, train_loss=float(np.mean(window)))
         losses[:] = [(s, rv) for s, rv in losses if s > reported]
@@ -240,6 +242,8 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         "last_train_loss": float(np.mean(last_loss)) if last_loss else None,
         "epochs": epochs,
         "steps": step,
+        # Steps whose closure result was fetched: each ran at least once.
+        "completed_steps": completed + len(last_loss),
         "train_seconds": seconds,
         "examples_per_sec": epochs * len(dataset.train) / seconds if seconds else None,
     }
