@@ -57,11 +57,16 @@ def initial_values(
         return np.zeros((n, row_size), dtype=dtype)
     if name == "constant":
         return np.full((n, row_size), params.get("value", 0.0), dtype=dtype)
-    seed = int(params.get("seed", 0))
     # One key per element: row id * row_size + column (wraps harmlessly for huge ids).
     with np.errstate(over="ignore"):
         keys = (row_ids.astype(np.uint64)[:, None] * np.uint64(row_size)
                 + np.arange(row_size, dtype=np.uint64)[None, :])
+    return _from_keys(name, params, keys, dtype)
+
+
+def _from_keys(name: str, params: Mapping[str, float], keys: np.ndarray,
+               dtype: np.dtype) -> np.ndarray:
+    seed = int(params.get("seed", 0))
     u1 = _uniform01(keys, seed, 0)
     if name == "uniform":
         lo, hi = params.get("minval", -0.05), params.get("maxval", 0.05)
@@ -72,9 +77,20 @@ def initial_values(
 
 
 def dense_initial_value(
-    name: str, params: Mapping[str, float], shape: tuple[int, ...], dtype: np.dtype
+    name: str, params: Mapping[str, float], shape: tuple[int, ...], dtype: np.dtype,
+    offset: int = 0,
 ) -> np.ndarray:
-    """Return the initial value of a dense variable of `shape`."""
-    flat = initial_values(name, params, np.zeros(1, dtype=np.int64),
-                          int(np.prod(shape, dtype=np.int64)), dtype)
-    return np.ascontiguousarray(flat.reshape(shape))
+    """Return the initial value of a dense variable of `shape`.
+
+    `offset` is the first-axis position of a part of a larger variable: a part gets the
+    same values as the matching rows of the whole variable.
+    """
+    validate(name, params)
+    n = int(np.prod(shape, dtype=np.int64))
+    if name == "zeros":
+        return np.zeros(shape, dtype=dtype)
+    if name == "constant":
+        return np.full(shape, params.get("value", 0.0), dtype=dtype)
+    row = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    keys = np.arange(offset * row, offset * row + n, dtype=np.uint64)
+    return np.ascontiguousarray(_from_keys(name, params, keys, dtype).reshape(shape))

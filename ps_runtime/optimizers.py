@@ -1,9 +1,12 @@
 """Optimizers applied on the PS, to whole dense variables or to touched table rows.
 
 An optimizer implements `update(param, grad, slots, step)` on arrays of the same
-shape, in place. Dense variables pass their full arrays; tables pass gathered rows
-and `apply_rows` scatters them back. Adding momentum, Adam or FTRL means writing one
-class with its `slot_names` and `update`, and registering it in `OPTIMIZERS`.
+shape, in place; `step` is the variable's update count (an int) for dense variables,
+and for table rows an array of per-row update counts shaped [n, 1], so sparse ("lazy")
+variants correct their bias per row. Dense variables pass their full arrays; tables
+pass gathered rows and `apply_rows` scatters them back. Slots live beside the
+variable on the PS; `row_slot_names` are one number per table row (e.g. Adam's
+per-row step). Hyperparameters can change while training (`set_params`).
 """
 
 from __future__ import annotations
@@ -13,41 +16,54 @@ from typing import ClassVar
 
 import numpy as np
 
+Step = int | np.ndarray
+
 
 class Optimizer:
     """Base class: hyperparameters, slot layout and the in-place update rule."""
 
     name: ClassVar[str] = ""
     slot_names: ClassVar[tuple[str, ...]] = ()
+    # Per-row scalars kept for tables only (dense variables use the variable's step).
+    row_slot_names: ClassVar[tuple[str, ...]] = ()
     defaults: ClassVar[dict[str, float]] = {}
 
     def __init__(self, **params: float) -> None:
+        self.params = dict(self.defaults)
+        self.set_params(**params)
+
+    def set_params(self, **params: float) -> None:
+        """Change hyperparameters (e.g. learning_rate); takes effect on the next update."""
         unknown = set(params) - set(self.defaults)
         if unknown:
             raise ValueError(
                 f"unknown {self.name} parameter(s) {sorted(unknown)}; "
                 f"allowed: {sorted(self.defaults)}"
             )
-        self.params = {**self.defaults, **{k: float(v) for k, v in params.items()}}
+        self.params.update({k: float(v) for k, v in params.items()})
 
     def slot_initial_value(self, slot: str) -> float:
         """Value a fresh slot entry starts from."""
         return 0.0
 
     def init_slots(self, shape: tuple[int, ...], dtype: np.dtype) -> dict[str, np.ndarray]:
-        """Allocate the slot arrays for a variable of `shape`."""
+        """Allocate the slot arrays for a dense variable of `shape`."""
         return {s: np.full(shape, self.slot_initial_value(s), dtype=dtype) for s in self.slot_names}
 
+    def init_row_slots(self, rows: int) -> dict[str, np.ndarray]:
+        """Allocate the per-row slot arrays of a table with `rows` rows."""
+        return {s: np.zeros(rows, dtype=np.int64) for s in self.row_slot_names}
+
     def update(
-        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: int
+        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: Step
     ) -> None:
-        """Apply one update in place; `step` counts updates of this variable from 1."""
+        """Apply one update in place; `step` counts updates from 1 (int or [n, 1] array)."""
         raise NotImplementedError
 
     def apply_dense(
         self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: int
     ) -> None:
-        """Update a whole dense variable in place."""
+        """Update a whole dense variable (or a contiguous slice of it) in place."""
         if grad.shape != param.shape:
             raise ValueError(f"gradient shape {grad.shape} does not match variable {param.shape}")
         self.update(param, grad, slots, step)
@@ -60,10 +76,19 @@ class Optimizer:
         slots: Mapping[str, np.ndarray],
         step: int,
     ) -> None:
-        """Update the rows `rows` (unique indices) of `param` and its slots in place."""
+        """Update the rows `rows` (unique indices) of `param` and its slots in place.
+
+        Per-row slots (`row_slot_names`) are 1-D; a "step" row slot counts each row's
+        own updates and replaces the table-wide `step` in the math.
+        """
         p = param[rows]
-        gathered = {k: v[rows] for k, v in slots.items()}
-        self.update(p, grad.astype(param.dtype, copy=False), gathered, step)
+        gathered = {k: slots[k][rows] for k in self.slot_names}
+        row_step: Step = step
+        if "step" in self.row_slot_names:
+            steps = slots["step"][rows] + 1
+            slots["step"][rows] = steps
+            row_step = steps[:, None]
+        self.update(p, grad.astype(param.dtype, copy=False), gathered, row_step)
         param[rows] = p
         for k, v in gathered.items():
             slots[k][rows] = v
@@ -80,9 +105,40 @@ class SGD(Optimizer):
     defaults = {"learning_rate": 0.01}
 
     def update(
-        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: int
+        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: Step
     ) -> None:
         param -= self.params["learning_rate"] * grad
+
+    def apply_rows(
+        self,
+        param: np.ndarray,
+        rows: np.ndarray,
+        grad: np.ndarray,
+        slots: Mapping[str, np.ndarray],
+        step: int,
+    ) -> None:
+        # No slots: one gather-subtract-scatter instead of a gather and a scatter.
+        param[rows] -= (self.params["learning_rate"] * grad).astype(param.dtype, copy=False)
+
+
+class Momentum(Optimizer):
+    """m = momentum * m + g; w -= lr * m (nesterov: w -= lr * (g + momentum * m))."""
+
+    name = "momentum"
+    slot_names = ("momentum",)
+    defaults = {"learning_rate": 0.01, "momentum": 0.9, "nesterov": 0.0}
+
+    def update(
+        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: Step
+    ) -> None:
+        m = slots["momentum"]
+        mu, lr = self.params["momentum"], self.params["learning_rate"]
+        m *= mu
+        m += grad
+        if self.params["nesterov"]:
+            param -= lr * (grad + mu * m)
+        else:
+            param -= lr * m
 
 
 class Adagrad(Optimizer):
@@ -96,14 +152,73 @@ class Adagrad(Optimizer):
         return self.params["initial_accumulator"]
 
     def update(
-        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: int
+        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: Step
     ) -> None:
         acc = slots["accumulator"]
         acc += grad * grad
         param -= self.params["learning_rate"] * grad / (np.sqrt(acc) + self.params["epsilon"])
 
 
-OPTIMIZERS: dict[str, type[Optimizer]] = {cls.name: cls for cls in (SGD, Adagrad)}
+class Adam(Optimizer):
+    """Adam with bias correction; on tables the lazy variant with per-row step counts.
+
+    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+    w -= lr * sqrt(1-b2^t) / (1-b1^t) * m / (sqrt(v) + epsilon).
+    """
+
+    name = "adam"
+    slot_names = ("m", "v")
+    row_slot_names = ("step",)
+    defaults = {"learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7}
+
+    def update(
+        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: Step
+    ) -> None:
+        b1, b2 = self.params["beta1"], self.params["beta2"]
+        m, v = slots["m"], slots["v"]
+        m *= b1
+        m += (1 - b1) * grad
+        v *= b2
+        v += (1 - b2) * grad * grad
+        t = np.asarray(step, dtype=np.float64)
+        lr_t = self.params["learning_rate"] * np.sqrt(1 - b2**t) / (1 - b1**t)
+        param -= (lr_t * m / (np.sqrt(v) + self.params["epsilon"])).astype(param.dtype,
+                                                                              copy=False)
+
+
+class FTRL(Optimizer):
+    """FTRL-Proximal (McMahan et al.), TensorFlow's formulation with lr_power.
+
+    n' = n + g²; sigma = (n'^-p - n^-p) / lr; z += g - sigma w;
+    w = (sign(z) l1 - z) / (n'^-p / lr + 2 l2) where |z| > l1, else 0.
+    """
+
+    name = "ftrl"
+    slot_names = ("accumulator", "linear")
+    defaults = {"learning_rate": 0.05, "learning_rate_power": -0.5,
+                "initial_accumulator": 0.1, "l1": 0.0, "l2": 0.0}
+
+    def slot_initial_value(self, slot: str) -> float:
+        return self.params["initial_accumulator"] if slot == "accumulator" else 0.0
+
+    def update(
+        self, param: np.ndarray, grad: np.ndarray, slots: Mapping[str, np.ndarray], step: Step
+    ) -> None:
+        lr, p = self.params["learning_rate"], -self.params["learning_rate_power"]
+        l1, l2 = self.params["l1"], self.params["l2"]
+        n, z = slots["accumulator"], slots["linear"]
+        n_new = n + grad * grad
+        pow_new = np.sqrt(n_new) if p == 0.5 else n_new**p
+        pow_old = np.sqrt(n) if p == 0.5 else n**p
+        z += grad - (pow_new - pow_old) / lr * param
+        quadratic = pow_new / lr + 2 * l2
+        param[...] = np.where(np.abs(z) > l1, (np.sign(z) * l1 - z) / quadratic, 0.0)
+        n[...] = n_new
+
+
+OPTIMIZERS: dict[str, type[Optimizer]] = {
+    cls.name: cls for cls in (SGD, Momentum, Adagrad, Adam, FTRL)
+}
 
 
 def make_optimizer(name: str, params: Mapping[str, float] | None = None) -> Optimizer:

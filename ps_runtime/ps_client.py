@@ -1,8 +1,22 @@
-"""Client of all PS shards: concurrent, sharded pulls and pushes."""
+"""Client of all PS shards: concurrent, sharded, chunked pulls and pushes.
+
+Every call that touches several shards sends all their requests at once (gRPC
+futures, or a small thread pool for streams) and only then waits, so shards work in
+parallel and the caller can overlap its own work with `*_async` calls. Pushes carry
+(worker, incarnation, sequence); a push retried after a transport error is applied
+once by the PS.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -10,22 +24,73 @@ import numpy as np
 
 from ps_runtime import rpc, sharding
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
-from ps_runtime.wire import decode_tensor, encode_spec, encode_tensor, wire_dtype
+from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_spec, encode_tensor, wire_dtype
 
 Spec = tuple[str, Mapping[str, float]]
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+PUSH_ATTEMPTS = 3
+
+
+class PendingRows:
+    """Rows being pulled; `result()` waits and assembles them in request order."""
+
+    def __init__(self, parts: list[tuple[np.ndarray, Any]], out: np.ndarray,
+                 inverse: np.ndarray | None) -> None:
+        self._parts = parts
+        self._out = out
+        self._inverse = inverse
+
+    def result(self) -> np.ndarray:
+        """The pulled rows ([len(ids), dim], or [unique, dim] when asked for unique)."""
+        for pos, fut in self._parts:
+            self._out[pos] = decode_tensor(fut.result())
+        self._parts = []
+        return self._out if self._inverse is None else self._out[self._inverse]
+
+
+class PendingPush:
+    """Pushes in flight; `result()` waits, retrying transport errors with the same origin."""
+
+    def __init__(self, calls: list[tuple[Any, Any, Any]], kw: dict[str, Any]):
+        self._calls = calls
+        self._kw = kw
+
+    def result(self) -> None:
+        """Wait for every shard's push; raise the first non-transport error."""
+        for method, request, fut in self._calls:
+            for attempt in range(1, PUSH_ATTEMPTS + 1):
+                try:
+                    fut.result()
+                    break
+                except grpc.RpcError as e:
+                    if e.code() not in _RETRYABLE or attempt == PUSH_ATTEMPTS:
+                        raise
+                    time.sleep(0.1 * attempt)
+                    fut = method.future(request, **self._kw)
+        self._calls = []
 
 
 class PSClient:
     """One channel per PS shard; table calls fan out to the owning shards concurrently."""
 
-    def __init__(self, addresses: Sequence[str], token: str, timeout: float | None = 120.0):
+    def __init__(self, addresses: Sequence[str], token: str, timeout: float | None = 120.0,
+                 chunk_bytes: int = rpc.DEFAULT_CHUNK_BYTES):
         if not addresses:
             raise ValueError("no PS addresses: the cluster needs at least one 'ps' task")
         self.addresses = tuple(addresses)
         self.timeout = timeout
+        self.chunk_bytes = chunk_bytes
         self._metadata = rpc.auth_metadata(token)
         self._channels = [rpc.create_channel(a) for a in self.addresses]
         self._stubs = [ps_pb2_grpc.ParameterServerStub(c) for c in self._channels]
+        self._pool = ThreadPoolExecutor(max_workers=2 * len(self.addresses) + 2,
+                                        thread_name_prefix="ps-client")
+        # Origin of this client's pushes: a retransmitted push is applied once.
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.incarnation = time.time_ns()
+        self._sequence = itertools.count(1)
+        self._lock = threading.Lock()  # guards _accumulated
+        self._accumulated: dict[str, tuple[int, list[np.ndarray], list[np.ndarray]]] = {}
 
     @property
     def num_shards(self) -> int:
@@ -34,87 +99,230 @@ class PSClient:
 
     def close(self) -> None:
         """Close every channel."""
+        self._pool.shutdown(wait=False)
         for c in self._channels:
             c.close()
 
     def _kw(self) -> dict[str, Any]:
         return {"metadata": self._metadata, "timeout": self.timeout}
 
+    def _origin(self) -> ps_pb2.PushOrigin:
+        return ps_pb2.PushOrigin(worker=self.worker_id, incarnation=self.incarnation,
+                                 sequence=next(self._sequence))
+
+    # ------------------------------------------------------------- creation
+
     def create_variable(self, shard: int, name: str, shape: Sequence[int], dtype: Any,
                         initializer: Spec, optimizer: Spec,
-                        initial_value: np.ndarray | None = None) -> bool:
-        """Create a dense variable on `shard`; return False if it already existed."""
+                        initial_value: np.ndarray | None = None,
+                        part: tuple[str, int, int] | None = None) -> bool:
+        """Create a dense variable (or one part: base, base_rows, row_offset) on `shard`."""
         req = ps_pb2.CreateVariableRequest(
             name=name, shape=list(shape), dtype=wire_dtype(dtype),
             initializer=encode_spec(initializer[0], dict(initializer[1])),
             optimizer=encode_spec(optimizer[0], dict(optimizer[1])))
+        if part is not None:
+            req.base, req.base_rows, req.row_offset = part
         if initial_value is not None:
             req.initial_value.CopyFrom(encode_tensor(initial_value))
         return bool(self._stubs[shard].CreateVariable(req, **self._kw()).created)
 
     def create_table(self, name: str, dim: int, dtype: Any, initializer: Spec,
-                     optimizer: Spec) -> bool:
-        """Create a table's part on every shard; return True if any shard created it."""
+                     optimizer: Spec, admit_after: int = 0, evict_after_steps: int = 0,
+                     max_rows: int = 0, expected_rows: int = 0) -> bool:
+        """Create a table's part on every shard; return True if any shard created it.
+
+        `max_rows` and `expected_rows` are per shard.
+        """
         req = ps_pb2.CreateTableRequest(
             name=name, dim=dim, dtype=wire_dtype(dtype),
             initializer=encode_spec(initializer[0], dict(initializer[1])),
-            optimizer=encode_spec(optimizer[0], dict(optimizer[1])))
+            optimizer=encode_spec(optimizer[0], dict(optimizer[1])),
+            lifecycle=ps_pb2.TableLifecycle(admit_after=admit_after,
+                                            evict_after_steps=evict_after_steps,
+                                            max_rows=max_rows),
+            expected_rows=expected_rows, num_shards=self.num_shards)
         futures = [s.CreateTable.future(req, **self._kw()) for s in self._stubs]
         created = [f.result().created for f in futures]  # wait for every shard
         return any(created)
 
-    def pull_dense(self, shard: int, name: str) -> np.ndarray:
-        """Current value of a dense variable (read-only array)."""
-        reply = self._stubs[shard].PullDense(ps_pb2.PullDenseRequest(name=name), **self._kw())
-        return decode_tensor(reply)
+    # ---------------------------------------------------------------- dense
+
+    def pull_dense(self, shard: int, name: str, nbytes: int = 0) -> np.ndarray:
+        """Current value of a dense variable; streamed in chunks when `nbytes` is large."""
+        if nbytes <= self.chunk_bytes:
+            reply = self._stubs[shard].PullDense(ps_pb2.PullDenseRequest(name=name),
+                                                 **self._kw())
+            return decode_tensor(reply)
+        return self._pull_stream(shard, name)
+
+    def _pull_stream(self, shard: int, name: str) -> np.ndarray:
+        stream = self._stubs[shard].PullDenseStream(
+            ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw())
+        out: np.ndarray | None = None
+        flat: np.ndarray | None = None
+        filled = 0
+        for chunk in stream:
+            if flat is None:
+                out = np.empty(tuple(chunk.shape), dtype=np.dtype(chunk.dtype).newbyteorder("="))
+                flat = out.reshape(-1)
+            filled += decode_chunk_into(chunk, flat)
+        if out is None or flat is None or filled != flat.size:
+            raise RuntimeError(f"pull stream of {name!r} ended after {filled} elements")
+        return out
+
+    def pull_dense_async(self, shard: int, name: str, nbytes: int = 0) -> Future[np.ndarray]:
+        """`pull_dense` in the background."""
+        return self._pool.submit(self.pull_dense, shard, name, nbytes)
 
     def push_dense(self, shard: int, name: str, grad: np.ndarray) -> int:
-        """Apply a gradient to a dense variable; return its new version."""
-        req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad))
-        return int(self._stubs[shard].PushDenseGrad(req, **self._kw()).version)
+        """Apply a gradient to a dense variable; return its new version (0 if a duplicate)."""
+        origin = self._origin()
+        grad = np.ascontiguousarray(grad)
+        for attempt in range(1, PUSH_ATTEMPTS + 1):
+            try:
+                if grad.nbytes <= self.chunk_bytes:
+                    req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad),
+                                                  origin=origin)
+                    return int(self._stubs[shard].PushDenseGrad(req, **self._kw()).version)
+                return int(self._stubs[shard].PushDenseStream(
+                    self._push_chunks(name, origin, grad), **self._kw()).version)
+            except grpc.RpcError as e:
+                if e.code() not in _RETRYABLE or attempt == PUSH_ATTEMPTS:
+                    raise
+                time.sleep(0.1 * attempt)
+        raise AssertionError("unreachable")
+
+    def _push_chunks(self, name: str, origin: ps_pb2.PushOrigin,
+                     grad: np.ndarray) -> Iterator[ps_pb2.PushDenseChunk]:
+        flat = grad.reshape(-1)
+        dtype = wire_dtype(flat.dtype)
+        if flat.dtype.str != dtype:
+            flat = flat.astype(dtype)
+        step = max(1, self.chunk_bytes // flat.dtype.itemsize)
+        for start in range(0, max(flat.size, 1), step):
+            data = flat[start:start + step].tobytes()
+            if start == 0:
+                yield ps_pb2.PushDenseChunk(name=name, origin=origin, chunk=ps_pb2.TensorChunk(
+                    dtype=dtype, shape=grad.shape, offset=0, data=data))
+            else:
+                yield ps_pb2.PushDenseChunk(chunk=ps_pb2.TensorChunk(offset=start, data=data))
+
+    def push_dense_async(self, shard: int, name: str, grad: np.ndarray) -> Future[int]:
+        """`push_dense` in the background."""
+        return self._pool.submit(self.push_dense, shard, name, grad)
+
+    # ---------------------------------------------------------------- tables
+
+    def _row_groups(self, ids: np.ndarray, row_bytes: int) -> list[tuple[int, np.ndarray]]:
+        """(shard, positions) groups, each small enough for one message."""
+        per_message = max(1, self.chunk_bytes // max(row_bytes, 8))
+        groups = []
+        for s, pos in enumerate(sharding.split_by_shard(ids, self.num_shards)):
+            for start in range(0, len(pos), per_message):
+                groups.append((s, pos[start:start + per_message]))
+        return groups
+
+    def pull_rows_async(self, name: str, ids: np.ndarray, dim: int, dtype: Any,
+                        unique: bool = False) -> PendingRows:
+        """Start pulling the rows of `ids`; each unique id is fetched once from its shard.
+
+        With `unique=True` the ids are taken as already unique and rows come back in
+        their order (no de-duplication pass).
+        """
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if unique:
+            uniq, inverse = ids, None
+        else:
+            d = sharding.dedup(ids)
+            uniq, inverse = d.unique, d.inverse
+        out = np.empty((len(uniq), dim), dtype=dtype)
+        parts = [
+            (pos, self._stubs[s].PullRows.future(
+                ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])), **self._kw()))
+            for s, pos in self._row_groups(uniq, dim * out.dtype.itemsize)
+        ]
+        return PendingRows(parts, out, inverse)
 
     def pull_rows(self, name: str, ids: np.ndarray, dim: int, dtype: Any) -> np.ndarray:
-        """Rows of `ids` ([len(ids), dim]); each unique id is fetched once from its shard."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        unique, inverse = np.unique(ids, return_inverse=True)
-        out = np.empty((len(unique), dim), dtype=dtype)
-        parts = sharding.split_by_shard(unique, self.num_shards)
-        futures = [
-            (pos, self._stubs[s].PullRows.future(
-                ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(unique[pos])), **self._kw()))
-            for s, pos in enumerate(parts) if len(pos)
-        ]
-        for pos, fut in futures:
-            out[pos] = decode_tensor(fut.result())
-        return out[inverse]
+        """Rows of `ids` ([len(ids), dim])."""
+        return self.pull_rows_async(name, ids, dim, dtype).result()
+
+    def push_rows_async(self, name: str, ids: np.ndarray, grads: np.ndarray,
+                        unique: bool = False) -> PendingPush:
+        """Start pushing row gradients; duplicates are summed first unless `unique`."""
+        if unique:
+            uniq = np.asarray(ids, dtype=np.int64).reshape(-1)
+            summed = np.asarray(grads)
+        else:
+            uniq, summed = sharding.dedup_sum(ids, grads)
+        origin = self._origin()
+        calls = []
+        row_bytes = summed[0].nbytes if len(summed) else 8
+        for s, pos in self._row_groups(uniq, row_bytes):
+            req = ps_pb2.PushRowsRequest(name=name, ids=encode_tensor(uniq[pos]),
+                                         grads=encode_tensor(summed[pos]), origin=origin)
+            method = self._stubs[s].PushRowGrads
+            calls.append((method, req, method.future(req, **self._kw())))
+        return PendingPush(calls, self._kw())
 
     def push_rows(self, name: str, ids: np.ndarray, grads: np.ndarray) -> None:
         """Sum gradients of duplicate ids, then push each shard's rows concurrently."""
-        unique, summed = sharding.dedup_sum(ids, grads)
-        parts = sharding.split_by_shard(unique, self.num_shards)
-        futures = [
-            self._stubs[s].PushRowGrads.future(
-                ps_pb2.PushRowsRequest(name=name, ids=encode_tensor(unique[pos]),
-                                       grads=encode_tensor(summed[pos])), **self._kw())
-            for s, pos in enumerate(parts) if len(pos)
-        ]
-        for fut in futures:
-            fut.result()
+        self.push_rows_async(name, ids, grads).result()
+
+    def accumulate_rows(self, name: str, ids: np.ndarray, grads: np.ndarray,
+                        steps: int) -> PendingPush | None:
+        """Delayed model updating: keep gradients locally, push every `steps` calls."""
+        with self._lock:
+            count, id_parts, grad_parts = self._accumulated.get(name, (0, [], []))
+            id_parts.append(np.asarray(ids, dtype=np.int64).reshape(-1))
+            grad_parts.append(np.asarray(grads))
+            count += 1
+            if count < steps:
+                self._accumulated[name] = (count, id_parts, grad_parts)
+                return None
+            self._accumulated.pop(name, None)
+        return self.push_rows_async(name, np.concatenate(id_parts),
+                                    np.concatenate(grad_parts))
+
+    def flush_accumulated(self) -> None:
+        """Push every table's accumulated gradients now."""
+        with self._lock:
+            pending, self._accumulated = self._accumulated, {}
+        for name, (_, id_parts, grad_parts) in pending.items():
+            self.push_rows(name, np.concatenate(id_parts), np.concatenate(grad_parts))
+
+    # ------------------------------------------------------------ management
+
+    def set_hyperparams(self, params: Mapping[str, float],
+                        names: Sequence[str] = ()) -> int:
+        """Change optimizer hyperparameters (e.g. learning_rate) on every shard, live."""
+        req = ps_pb2.SetHyperparamsRequest(names=list(names),
+                                           params={k: float(v) for k, v in params.items()})
+        futures = [s.SetHyperparams.future(req, **self._kw()) for s in self._stubs]
+        return sum(f.result().changed for f in futures)
 
     def stats(self) -> list[ps_pb2.StatsResponse]:
         """Stats of every shard."""
         futures = [s.Stats.future(ps_pb2.StatsRequest(), **self._kw()) for s in self._stubs]
         return [f.result() for f in futures]
 
-    def save_checkpoint(self, name: str) -> list[str]:
-        """Save every shard under checkpoint `name`; return the written paths."""
-        req = ps_pb2.CheckpointRequest(name=name)
-        futures = [s.SaveCheckpoint.future(req, **self._kw()) for s in self._stubs]
-        return [f.result().path for f in futures]
+    def save_checkpoint(self, name: str, step: int = 0, keep: int = 0) -> list[str]:
+        """Save every shard under checkpoint `name`, then commit it; return the shard files.
 
-    def restore_checkpoint(self, name: str) -> list[str]:
-        """Restore every shard from checkpoint `name`."""
-        req = ps_pb2.CheckpointRequest(name=name)
+        Only a committed checkpoint (all shards written) is ever restored; `keep` > 0
+        deletes all but the newest `keep` committed checkpoints.
+        """
+        req = ps_pb2.CheckpointRequest(name=name, step=step, num_shards=self.num_shards,
+                                       keep=keep)
+        futures = [s.SaveCheckpoint.future(req, **self._kw()) for s in self._stubs]
+        paths = [f.result().path for f in futures]
+        self._stubs[0].CommitCheckpoint(req, **self._kw())
+        return paths
+
+    def restore_checkpoint(self, name: str = "") -> list[str]:
+        """Restore every shard from checkpoint `name` (default: the newest committed one)."""
+        req = ps_pb2.CheckpointRequest(name=name, num_shards=self.num_shards)
         futures = [s.RestoreCheckpoint.future(req, **self._kw()) for s in self._stubs]
         return [f.result().path for f in futures]
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
 import numpy as np
 
-from ps_runtime import rpc
+from ps_runtime import checkpoint, rpc
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
-from ps_runtime.ps_store import ParameterStore, SpecMismatchError, make_spec
-from ps_runtime.wire import decode_tensor, encode_tensor
+from ps_runtime.ps_store import ParameterStore, PartInfo, SpecMismatchError, make_spec
+from ps_runtime.tables import Lifecycle, StoredTable
+from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_tensor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,6 +33,8 @@ def _call(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
         context.abort(grpc.StatusCode.NOT_FOUND, str(e.args[0] if e.args else e))
     except SpecMismatchError as e:
         context.abort(grpc.StatusCode.ALREADY_EXISTS, str(e))
+    except FileNotFoundError as e:
+        context.abort(grpc.StatusCode.NOT_FOUND, str(e))
     except (ValueError, TypeError) as e:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
     raise AssertionError("unreachable")  # context.abort always raises
@@ -41,6 +47,43 @@ def _ids(tensor: ps_pb2.Tensor) -> np.ndarray:
     return ids.astype(np.int64, copy=False)
 
 
+class ServerStats:
+    """Traffic and latency counters of one shard."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards every counter
+        self.started = time.monotonic()
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.requests = 0
+        self.updates = 0
+        self.update_seconds = 0.0
+        self.update_max = 0.0
+        self._last = (self.started, 0)
+
+    def request(self, bytes_in: int = 0, bytes_out: int = 0) -> None:
+        """Count one request and its tensor payload."""
+        with self._lock:
+            self.requests += 1
+            self.bytes_in += bytes_in
+            self.bytes_out += bytes_out
+
+    def update(self, seconds: float) -> None:
+        """Count one applied push and how long it took."""
+        with self._lock:
+            self.updates += 1
+            self.update_seconds += seconds
+            self.update_max = max(self.update_max, seconds)
+
+    def rate(self) -> float:
+        """Requests per second since the previous call."""
+        now = time.monotonic()
+        with self._lock:
+            then, count = self._last
+            self._last = (now, self.requests)
+            return (self.requests - count) / max(now - then, 1e-9)
+
+
 class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
     """Serves a ParameterStore; one instance per PS shard."""
 
@@ -49,6 +92,9 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
         self.store = store
         self.shard_index = shard_index
         self.checkpoint_dir = checkpoint_dir
+        self.stats = ServerStats()
+
+    # ------------------------------------------------------------- creation
 
     def CreateVariable(self, request: Any, context: grpc.ServicerContext) -> Any:
         def run() -> Any:
@@ -57,8 +103,11 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
                              request.optimizer.name or "sgd", dict(request.optimizer.params))
             initial = decode_tensor(request.initial_value) if request.HasField(
                 "initial_value") else None
+            part = PartInfo(request.base, request.base_rows, request.row_offset) \
+                if request.base else None
             return ps_pb2.CreateResponse(created=self.store.create_dense(request.name, spec,
-                                                                         initial))
+                                                                         initial, part))
+        self.stats.request(bytes_in=len(request.initial_value.data))
         return _call(context, run)
 
     def CreateTable(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -66,58 +115,183 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             spec = make_spec("table", (request.dim,), request.dtype or "float32",
                              request.initializer.name or "zeros", dict(request.initializer.params),
                              request.optimizer.name or "sgd", dict(request.optimizer.params))
-            return ps_pb2.CreateResponse(created=self.store.create_table(request.name, spec))
+            lc = request.lifecycle
+            if min(lc.admit_after, lc.evict_after_steps, lc.max_rows) < 0:
+                raise ValueError("lifecycle settings must be >= 0 (0 turns one off)")
+            lifecycle = Lifecycle(int(lc.admit_after), int(lc.evict_after_steps),
+                                  int(lc.max_rows))
+            return ps_pb2.CreateResponse(created=self.store.create_table(
+                request.name, spec, lifecycle, int(request.expected_rows)))
+        self.stats.request()
         return _call(context, run)
 
+    # ---------------------------------------------------------------- dense
+
+    def _apply_once(self, origin: Any, key: str, apply: Callable[[], int]) -> Any:
+        """Apply a push unless its origin was applied before."""
+        args = (origin.worker, origin.incarnation, origin.sequence, key)
+        if not self.store.push_log.first_time(*args):
+            return ps_pb2.PushResponse(duplicate=True)
+        started = time.perf_counter()
+        try:
+            version = apply()
+        except BaseException:
+            self.store.push_log.forget(*args)
+            raise
+        self.stats.update(time.perf_counter() - started)
+        return ps_pb2.PushResponse(version=version)
+
     def PullDense(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return _call(context, lambda: encode_tensor(self.store.dense(request.name).pull()))
+        reply = _call(context, lambda: encode_tensor(self.store.dense(request.name).pull()))
+        self.stats.request(bytes_out=len(reply.data))
+        return reply
 
     def PushDenseGrad(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return _call(context, lambda: ps_pb2.PushResponse(
-            version=self.store.dense(request.name).push(decode_tensor(request.grad))))
+        self.stats.request(bytes_in=len(request.grad.data))
+        return _call(context, lambda: self._apply_once(
+            request.origin, request.name,
+            lambda: self.store.dense(request.name).push(decode_tensor(request.grad))))
+
+    def PullDenseStream(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        var = _call(context, lambda: self.store.dense(request.name))
+        chunk_bytes = int(request.chunk_bytes) or rpc.DEFAULT_CHUNK_BYTES
+        if not 0 < chunk_bytes <= rpc.MAX_MESSAGE_BYTES // 2:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"chunk_bytes must be in (0, {rpc.MAX_MESSAGE_BYTES // 2}]")
+        dtype = var.values.dtype
+        elements = max(1, chunk_bytes // dtype.itemsize)
+        first = True
+        sent = 0
+        for offset, data in var.pull_chunks(elements):
+            sent += len(data)
+            if first:
+                yield ps_pb2.TensorChunk(dtype=dtype.str, shape=var.values.shape,
+                                         offset=offset, data=data)
+                first = False
+            else:
+                yield ps_pb2.TensorChunk(offset=offset, data=data)
+        self.stats.request(bytes_out=sent)
+
+    def PushDenseStream(self, request_iterator: Iterator[Any],
+                        context: grpc.ServicerContext) -> Any:
+        first = next(request_iterator, None)
+        if first is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty push stream")
+        assert first is not None
+        var = _call(context, lambda: self.store.dense(first.name))
+        received = 0
+
+        def assemble() -> np.ndarray:
+            # The whole gradient is collected before it is applied, so a broken stream
+            # changes nothing and its retry applies exactly once.
+            nonlocal received
+            grad = np.empty(var.values.shape, dtype=var.values.dtype)
+            flat = grad.reshape(-1)
+            filled = 0
+            for m in itertools.chain([first], request_iterator):
+                filled += decode_chunk_into(m.chunk, flat)
+                received += len(m.chunk.data)
+            if filled != flat.size:
+                raise ValueError(f"push stream for {first.name!r} carried {filled} of "
+                                 f"{flat.size} elements")
+            return grad
+
+        grad = _call(context, assemble)
+        self.stats.request(bytes_in=received)
+        return _call(context, lambda: self._apply_once(first.origin, first.name,
+                                                       lambda: var.push(grad)))
+
+    # ---------------------------------------------------------------- tables
 
     def PullRows(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return _call(context, lambda: encode_tensor(
+        reply = _call(context, lambda: encode_tensor(
             self.store.table(request.name).pull(_ids(request.ids))))
+        self.stats.request(bytes_in=len(request.ids.data), bytes_out=len(reply.data))
+        return reply
 
     def PushRowGrads(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return _call(context, lambda: ps_pb2.PushResponse(
-            version=self.store.table(request.name).push(_ids(request.ids),
+        self.stats.request(bytes_in=len(request.ids.data) + len(request.grads.data))
+        return _call(context, lambda: self._apply_once(
+            request.origin, request.name,
+            lambda: self.store.table(request.name).push(_ids(request.ids),
                                                         decode_tensor(request.grads))))
 
+    # ------------------------------------------------------------ management
+
+    def SetHyperparams(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self.stats.request()
+        return _call(context, lambda: ps_pb2.SetHyperparamsResponse(
+            changed=self.store.set_hyperparams(list(request.names), dict(request.params))))
+
     def Stats(self, request: Any, context: grpc.ServicerContext) -> Any:
+        s = self.stats
         out = ps_pb2.StatsResponse(shard_index=self.shard_index)
+        parameters = 0
         for e in self.store.entries():
-            kind = e.spec.kind
-            shape = [e.size, e.spec.shape[0]] if kind == "table" else list(e.spec.shape)  # type: ignore[union-attr]
-            out.variables.add(name=e.name, kind=kind, shape=shape, bytes=e.nbytes(),
-                              pulls=e.pulls, pushes=e.pushes, optimizer=e.spec.optimizer[0])
+            if isinstance(e, StoredTable):
+                parameters += e.size * e.dim
+                c = e.counters
+                out.variables.add(name=e.name, kind="table", shape=[e.size, e.dim],
+                                  bytes=e.nbytes(), pulls=c.pulls, pushes=c.pushes,
+                                  optimizer=e.optimizer.name, rows_evicted=c.evicted,
+                                  rows_pending_admission=e.pending_admission,
+                                  grads_dropped=c.dropped)
+            else:
+                parameters += e.values.size
+                out.variables.add(name=e.name, kind="dense", shape=list(e.spec.shape),
+                                  bytes=e.nbytes(), pulls=e.pulls, pushes=e.pushes,
+                                  optimizer=e.optimizer.name)
+        out.parameters = parameters
+        out.bytes_in, out.bytes_out, out.requests = s.bytes_in, s.bytes_out, s.requests
+        out.requests_per_sec = s.rate()
+        out.update_latency_ms_mean = 1e3 * s.update_seconds / max(s.updates, 1)
+        out.update_latency_ms_max = 1e3 * s.update_max
+        out.uptime_s = time.monotonic() - s.started
         return out
 
-    def _checkpoint_path(self, name: str, context: grpc.ServicerContext) -> str:
+    def _checkpoint_root(self, context: grpc.ServicerContext) -> str:
         if not self.checkpoint_dir:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                           "this PS has no checkpoint directory; start it with "
                           "TRAINHUB_CHECKPOINT_DIR (or launch --checkpoint-dir)")
+        return str(self.checkpoint_dir)
+
+    def _checkpoint_path(self, name: str, context: grpc.ServicerContext) -> str:
+        root = self._checkpoint_root(context)
         if not _CHECKPOINT_NAME.match(name):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"checkpoint name {name!r} must match {_CHECKPOINT_NAME.pattern}")
-        directory = os.path.join(str(self.checkpoint_dir), name)
-        os.makedirs(directory, exist_ok=True)
-        return os.path.join(directory, f"ps-{self.shard_index}.npz")
+        return os.path.join(root, name)
+
+    def _num_shards(self, request: Any) -> int:
+        return int(request.num_shards) or 1
 
     def SaveCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
-        path = self._checkpoint_path(request.name, context)
-        count = self.store.save(path)
+        directory = self._checkpoint_path(request.name, context)
+        path, count = checkpoint.save_shard(self.store, directory, self.shard_index,
+                                            self._num_shards(request), int(request.step))
         log.info("saved %d variables to %s", count, path)
         return ps_pb2.CheckpointResponse(path=path, variables=count)
 
+    def CommitCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
+        directory = self._checkpoint_path(request.name, context)
+        path = _call(context, lambda: checkpoint.commit(
+            directory, int(request.step), self._num_shards(request), int(request.keep)))
+        return ps_pb2.CheckpointResponse(path=path)
+
     def RestoreCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
-        path = self._checkpoint_path(request.name, context)
-        if not os.path.exists(path):
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no checkpoint at {path}")
-        count = self.store.restore(path)
-        return ps_pb2.CheckpointResponse(path=path, variables=count)
+        if request.name:
+            directory = self._checkpoint_path(request.name, context)
+        else:
+            found = checkpoint.latest(self._checkpoint_root(context))
+            if found is None:
+                context.abort(grpc.StatusCode.NOT_FOUND,
+                              f"no committed checkpoint under {self.checkpoint_dir}")
+            directory = str(found)
+        count = _call(context, lambda: checkpoint.restore_shard(
+            self.store, directory, self.shard_index, self._num_shards(request)))
+        log.info("restored %d variables from %s", count, directory)
+        return ps_pb2.CheckpointResponse(path=directory, variables=count)
 
 
 def create_ps_server(
@@ -127,12 +301,13 @@ def create_ps_server(
     shard_index: int = 0,
     checkpoint_dir: str | None = None,
     max_workers: int = 8,
+    tls: rpc.TLSFiles | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start a PS shard on `address` (port 0 picks a free one); return (server, port)."""
     server = rpc.create_grpc_server(token, max_workers=max_workers)
     servicer = ParameterServerServicer(ParameterStore(), shard_index, checkpoint_dir)
     ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, server)
     rpc.add_health_service(server)
-    port = rpc.bind(server, address)
+    port = rpc.bind(server, address, tls)
     server.start()
     return server, port

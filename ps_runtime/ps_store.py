@@ -1,18 +1,21 @@
-"""Variables and embedding tables held by one PS shard, with their optimizer state."""
+"""Variables and embedding tables held by one PS shard, with their optimizer state.
+
+Checkpoints of a store are written and read by `ps_runtime.checkpoint`.
+"""
 
 from __future__ import annotations
 
-import json
-import os
+import collections
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ps_runtime import initializers
 from ps_runtime.optimizers import Optimizer, make_optimizer
+from ps_runtime.tables import Lifecycle, StoredTable
 
 
 class SpecMismatchError(ValueError):
@@ -56,25 +59,21 @@ def make_spec(
                         (name, tuple(sorted(params.items()))))
 
 
-@dataclass
-class _Entry:
-    """State shared by dense variables and tables."""
+class StoredVariable:
+    """A contiguous dense numpy array (a whole variable or one part) plus its slots."""
 
-    name: str
-    spec: VariableSpec
-    optimizer: Optimizer
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    version: int = 0
-    pulls: int = 0
-    pushes: int = 0
-
-
-@dataclass
-class StoredVariable(_Entry):
-    """A contiguous numpy array plus its optimizer slots."""
-
-    values: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    slots: dict[str, np.ndarray] = field(default_factory=dict)
+    def __init__(self, name: str, spec: VariableSpec, optimizer: Optimizer, values: np.ndarray,
+                 slots: dict[str, np.ndarray], part: PartInfo | None = None) -> None:
+        self.name = name
+        self.spec = spec
+        self.optimizer = optimizer
+        self.values = values
+        self.slots = slots
+        self.part = part
+        self.lock = threading.Lock()  # guards values, slots and version
+        self.version = 0
+        self.pulls = 0
+        self.pushes = 0
 
     def pull(self) -> np.ndarray:
         """Return a copy of the current value."""
@@ -82,13 +81,23 @@ class StoredVariable(_Entry):
             self.pulls += 1
             return self.values.copy()
 
+    def pull_chunks(self, chunk_elements: int) -> Iterator[tuple[int, bytes]]:
+        """Yield (element offset, raw bytes) of the value, copying one chunk at a time."""
+        flat = self.values.reshape(-1)
+        with self.lock:
+            self.pulls += 1
+        for start in range(0, max(flat.size, 1), chunk_elements):
+            with self.lock:  # a consistent chunk; pushes may land between chunks
+                data = flat[start:start + chunk_elements].tobytes()
+            yield start, data
+
     def push(self, grad: np.ndarray) -> int:
         """Apply one gradient; return the new version."""
+        grad = grad.astype(self.values.dtype, copy=False)
         with self.lock:
             self.version += 1
             self.pushes += 1
-            self.optimizer.apply_dense(self.values, grad.astype(self.values.dtype, copy=False),
-                                       self.slots, self.version)
+            self.optimizer.apply_dense(self.values, grad, self.slots, self.version)
             return self.version
 
     def nbytes(self) -> int:
@@ -96,102 +105,47 @@ class StoredVariable(_Entry):
         return int(self.values.nbytes + sum(s.nbytes for s in self.slots.values()))
 
 
-@dataclass
-class StoredTable(_Entry):
-    """Rows keyed by arbitrary int64 ids, created lazily on first pull.
+@dataclass(frozen=True)
+class PartInfo:
+    """Where a part of a first-axis-sliced dense variable sits in the whole."""
 
-    The id index is two arrays kept sorted by id (`_index_ids`, `_index_rows`), so
-    lookups are one vectorized `np.searchsorted`; new ids are merged in with
-    `np.insert` (linear, no re-sort).
-    """
+    base: str
+    base_rows: int
+    row_offset: int
 
-    values: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    slots: dict[str, np.ndarray] = field(default_factory=dict)
-    size: int = 0
-    _index_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    _index_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
-    @property
-    def dim(self) -> int:
-        """Row width."""
-        return self.spec.shape[0]
+class PushLog:
+    """Remembers recent (worker, incarnation, sequence) origins so a retransmit is a no-op."""
 
-    def _lookup(self, ids: np.ndarray) -> np.ndarray:
-        """Row of each id, or -1 when the id has no row yet."""
-        if self.size == 0:
-            return np.full(len(ids), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self._index_ids, ids), self.size - 1)
-        found = self._index_ids[pos] == ids
-        return np.where(found, self._index_rows[pos], -1)
+    WINDOW = 65536  # sequences kept per origin; far more than can be in flight
 
-    def _grow(self, needed: int) -> None:
-        capacity = len(self.values)
-        if needed <= capacity:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards _seen
+        self._seen: dict[tuple[str, int], tuple[set[int], collections.deque[int]]] = {}
+
+    def first_time(self, worker: str, incarnation: int, sequence: int, key: str) -> bool:
+        """Record the origin for `key`; False if it was recorded before."""
+        if not worker:
+            return True  # anonymous pushes are not de-duplicated
+        with self._lock:
+            seen, order = self._seen.setdefault((worker, incarnation), (set(), collections.deque()))
+            tag = hash((sequence, key))
+            if tag in seen:
+                return False
+            seen.add(tag)
+            order.append(tag)
+            if len(order) > self.WINDOW:
+                seen.discard(order.popleft())
+            return True
+
+    def forget(self, worker: str, incarnation: int, sequence: int, key: str) -> None:
+        """Undo `first_time` after the push failed, so a retry applies."""
+        if not worker:
             return
-        new_capacity = max(needed, 2 * capacity, 64)
-
-        def grown(a: np.ndarray, fill: float) -> np.ndarray:
-            out = np.full((new_capacity, self.dim), fill, dtype=a.dtype)
-            out[: self.size] = a[: self.size]
-            return out
-
-        self.values = grown(self.values, 0.0)
-        self.slots = {k: grown(v, self.optimizer.slot_initial_value(k))
-                      for k, v in self.slots.items()}
-
-    def _create_rows(self, new_ids: np.ndarray) -> None:
-        """Append rows for `new_ids` (unique, not yet present) and index them."""
-        start, n = self.size, len(new_ids)
-        self._grow(start + n)
-        init_name, init_params = self.spec.initializer
-        self.values[start:start + n] = initializers.initial_values(
-            init_name, dict(init_params), new_ids, self.dim, self.values.dtype)
-        for k, slot in self.slots.items():
-            slot[start:start + n] = self.optimizer.slot_initial_value(k)
-        at = np.searchsorted(self._index_ids, new_ids)
-        self._index_ids = np.insert(self._index_ids, at, new_ids)
-        self._index_rows = np.insert(self._index_rows, at, np.arange(start, start + n))
-        self.size = start + n
-
-    def rows_for(self, ids: np.ndarray) -> np.ndarray:
-        """Row indices of `ids`, creating missing rows with the initializer (hold lock)."""
-        rows = self._lookup(ids)
-        missing = rows < 0
-        if missing.any():
-            self._create_rows(np.unique(ids[missing]))
-            rows = self._lookup(ids)
-        return rows
-
-    def pull(self, ids: np.ndarray) -> np.ndarray:
-        """Return the rows of `ids` ([n, dim]), creating missing ones."""
-        with self.lock:
-            self.pulls += 1
-            rows = self.rows_for(ids)  # may reallocate self.values; index it afterwards
-            return self.values[rows]
-
-    def push(self, ids: np.ndarray, grads: np.ndarray) -> int:
-        """Apply row gradients for unique `ids`; return the new version."""
-        if grads.shape != (len(ids), self.dim):
-            raise ValueError(f"gradients of shape {grads.shape} do not match "
-                             f"{len(ids)} ids x dim {self.dim}")
-        if len(np.unique(ids)) != len(ids):
-            raise ValueError("ids in a push must be unique; sum duplicate gradients first")
-        with self.lock:
-            self.version += 1
-            self.pushes += 1
-            rows = self.rows_for(ids)  # may reallocate values and slots
-            self.optimizer.apply_rows(self.values, rows, grads, self.slots, self.version)
-            return self.version
-
-    def ids(self) -> np.ndarray:
-        """All ids with a row, in row order."""
-        out = np.empty(self.size, dtype=np.int64)
-        out[self._index_rows] = self._index_ids
-        return out
-
-    def nbytes(self) -> int:
-        """Bytes held by values and slots (allocated capacity)."""
-        return int(self.values.nbytes + sum(s.nbytes for s in self.slots.values()))
+        with self._lock:
+            entry = self._seen.get((worker, incarnation))
+            if entry is not None:
+                entry[0].discard(hash((sequence, key)))
 
 
 class ParameterStore:
@@ -200,9 +154,9 @@ class ParameterStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()  # guards the name -> entry map only
         self._entries: dict[str, StoredVariable | StoredTable] = {}
+        self.push_log = PushLog()
 
-    def _add(self, name: str, spec: VariableSpec,
-             build: Any) -> bool:
+    def _add(self, name: str, spec: VariableSpec, build: Any) -> bool:
         with self._lock:
             existing = self._entries.get(name)
             if existing is not None:
@@ -215,7 +169,8 @@ class ParameterStore:
             return True
 
     def create_dense(self, name: str, spec: VariableSpec,
-                     initial_value: np.ndarray | None = None) -> bool:
+                     initial_value: np.ndarray | None = None,
+                     part: PartInfo | None = None) -> bool:
         """Create a dense variable; return False if an identical one already exists."""
         if initial_value is not None and tuple(initial_value.shape) != spec.shape:
             raise ValueError(f"initial value shape {initial_value.shape} != {spec.shape}")
@@ -227,23 +182,24 @@ class ParameterStore:
                 values = np.array(initial_value, dtype=dtype, order="C")
             else:
                 values = initializers.dense_initial_value(
-                    spec.initializer[0], dict(spec.initializer[1]), spec.shape, dtype)
-            return StoredVariable(name, spec, opt, values=values,
-                                 slots=opt.init_slots(spec.shape, dtype))
+                    spec.initializer[0], dict(spec.initializer[1]), spec.shape, dtype,
+                    offset=0 if part is None else part.row_offset)
+            return StoredVariable(name, spec, opt, values, opt.init_slots(spec.shape, dtype),
+                                  part)
 
         return self._add(name, spec, build)
 
-    def create_table(self, name: str, spec: VariableSpec) -> bool:
+    def create_table(self, name: str, spec: VariableSpec, lifecycle: Lifecycle | None = None,
+                     expected_rows: int = 0) -> bool:
         """Create an embedding table; return False if an identical one already exists."""
         if spec.shape[0] <= 0:
             raise ValueError(f"table {name!r} needs a positive dim, got {spec.shape[0]}")
+        if expected_rows < 0:
+            raise ValueError("expected_rows must be >= 0")
 
         def build() -> StoredTable:
             opt = make_optimizer(spec.optimizer[0], dict(spec.optimizer[1]))
-            dtype = np.dtype(spec.dtype)
-            shape = (0, spec.shape[0])
-            return StoredTable(name, spec, opt, values=np.zeros(shape, dtype=dtype),
-                                  slots=opt.init_slots(shape, dtype))
+            return StoredTable(name, spec, opt, lifecycle or Lifecycle(), expected_rows)
 
         return self._add(name, spec, build)
 
@@ -263,53 +219,31 @@ class ParameterStore:
                            "(strategy.create_table inside strategy.scope())")
         return entry
 
+    def get(self, name: str) -> StoredVariable | StoredTable | None:
+        """The entry `name`, or None."""
+        return self._entries.get(name)
+
+    def put(self, name: str, entry: StoredVariable | StoredTable) -> None:
+        """Add or replace an entry (restore)."""
+        with self._lock:
+            self._entries[name] = entry
+
     def entries(self) -> list[StoredVariable | StoredTable]:
         """Snapshot of all entries."""
         with self._lock:
             return list(self._entries.values())
 
-    def save(self, path: str) -> int:
-        """Write every variable, its slots and table ids to `path` (.npz) atomically."""
-        arrays: dict[str, np.ndarray] = {}
-        meta: dict[str, Any] = {}
-        for e in self.entries():
+    def set_hyperparams(self, names: list[str], params: Mapping[str, float]) -> int:
+        """Change optimizer hyperparameters of `names` (all when empty); return how many."""
+        targets = [e for e in self.entries() if not names or e.name in names
+                   or (isinstance(e, StoredVariable) and e.part and e.part.base in names)]
+        if names and not targets:
+            raise KeyError(f"no variables {names} on this shard")
+        for e in targets:
+            applicable = {k: v for k, v in params.items() if k in e.optimizer.defaults}
+            if not applicable:
+                raise ValueError(f"{e.optimizer.name} of {e.name!r} has none of "
+                                 f"{sorted(params)}; allowed: {sorted(e.optimizer.defaults)}")
             with e.lock:
-                n = e.size if isinstance(e, StoredTable) else None
-                arrays[f"{e.name}/values"] = e.values[:n].copy()
-                for k, v in e.slots.items():
-                    arrays[f"{e.name}/slot/{k}"] = v[:n].copy()
-                if isinstance(e, StoredTable):
-                    arrays[f"{e.name}/ids"] = e.ids()
-                meta[e.name] = {"spec": e.spec.to_json(), "version": e.version}
-        arrays["__meta__"] = np.array(json.dumps(meta))
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stubs confuse **kwds with allow_pickle
-        os.replace(tmp, path)
-        return len(meta)
-
-    def restore(self, path: str) -> int:
-        """Replace all variables with those saved at `path`."""
-        entries: dict[str, StoredVariable | StoredTable] = {}
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["__meta__"]))
-            for name, m in meta.items():
-                spec = VariableSpec.from_json(m["spec"])
-                opt = make_optimizer(spec.optimizer[0], dict(spec.optimizer[1]))
-                slots = {k: data[f"{name}/slot/{k}"].copy() for k in opt.slot_names}
-                entry: StoredVariable | StoredTable
-                if spec.kind == "dense":
-                    entry = StoredVariable(name, spec, opt, values=data[f"{name}/values"].copy(),
-                                          slots=slots)
-                else:
-                    values = data[f"{name}/values"].copy()
-                    ids = data[f"{name}/ids"]
-                    order = np.argsort(ids, kind="stable")
-                    entry = StoredTable(name, spec, opt, values=values, slots=slots,
-                                           size=len(ids), _index_ids=ids[order].copy(),
-                                           _index_rows=order.astype(np.int64))
-                entry.version = int(m["version"])
-                entries[name] = entry
-        with self._lock:
-            self._entries = entries
-        return len(entries)
+                e.optimizer.set_params(**applicable)
+        return len(targets)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
-# Large enough for a 64 MiB dense variable plus slack; bigger tensors need chunking.
-MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+# One message carries at most this much; larger tensors are streamed in chunks of
+# DEFAULT_CHUNK_BYTES (and larger row requests are split), so the limit only stops
+# malformed or hostile requests. Both sides set it.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+DEFAULT_CHUNK_BYTES = 2 * 1024 * 1024
 GRPC_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -18,6 +22,40 @@ GRPC_OPTIONS: list[tuple[str, Any]] = [
 ]
 AUTH_HEADER = "authorization"
 TOKEN_ENV = "TRAINHUB_JOB_TOKEN"
+TLS_ENV = ("TRAINHUB_TLS_CERT", "TRAINHUB_TLS_KEY", "TRAINHUB_TLS_CA")
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files for TLS: this side's certificate and key, and the CA that signed peers."""
+
+    cert: str = ""
+    key: str = ""
+    ca: str = ""
+
+    @classmethod
+    def from_env(cls) -> TLSFiles | None:
+        """TRAINHUB_TLS_CERT/KEY/CA when set, else None (plaintext on a trusted network)."""
+        cert, key, ca = (os.environ.get(n, "") for n in TLS_ENV)
+        return cls(cert, key, ca) if (cert or ca) else None
+
+    @staticmethod
+    def _read(path: str) -> bytes | None:
+        if not path:
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+
+    def server_credentials(self) -> grpc.ServerCredentials:
+        """Credentials for a server: needs cert and key."""
+        if not (self.cert and self.key):
+            raise ValueError("a TLS server needs TRAINHUB_TLS_CERT and TRAINHUB_TLS_KEY")
+        pair = (self._read(self.key) or b"", self._read(self.cert) or b"")
+        return grpc.ssl_server_credentials([pair])
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        """Credentials for a client: trusts `ca` (or the system roots)."""
+        return grpc.ssl_channel_credentials(root_certificates=self._read(self.ca or self.cert))
 
 
 def token_from_env() -> str:
@@ -79,9 +117,13 @@ def add_health_service(server: grpc.Server) -> Any:
     return servicer
 
 
-def bind(server: grpc.Server, address: str) -> int:
-    """Bind an insecure port; return the port actually bound (useful with port 0)."""
-    port = server.add_insecure_port(address)
+def bind(server: grpc.Server, address: str, tls: TLSFiles | None = None) -> int:
+    """Bind a port (TLS when `tls` or the TRAINHUB_TLS_* files are given); return it."""
+    tls = tls or TLSFiles.from_env()
+    if tls is not None:
+        port = server.add_secure_port(address, tls.server_credentials())
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}: is the port already in use?")
     return int(port)
@@ -92,8 +134,11 @@ def auth_metadata(token: str) -> tuple[tuple[str, str], ...]:
     return ((AUTH_HEADER, f"Bearer {token}"),)
 
 
-def create_channel(address: str) -> grpc.Channel:
-    """Open an insecure channel with the runtime's message limits."""
+def create_channel(address: str, tls: TLSFiles | None = None) -> grpc.Channel:
+    """Open a channel with the runtime's message limits (TLS when configured)."""
+    tls = tls or TLSFiles.from_env()
+    if tls is not None:
+        return grpc.secure_channel(address, tls.channel_credentials(), options=GRPC_OPTIONS)
     return grpc.insecure_channel(address, options=GRPC_OPTIONS)
 
 

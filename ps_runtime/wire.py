@@ -59,6 +59,23 @@ def decode_tensor(tensor: ps_pb2.Tensor) -> np.ndarray:
     return arr.astype(dtype.newbyteorder("="), copy=False)
 
 
+def decode_chunk_into(chunk: ps_pb2.TensorChunk, flat: np.ndarray) -> int:
+    """Copy one streamed chunk into `flat` (a 1-D array); return the elements copied."""
+    itemsize = flat.dtype.itemsize
+    if len(chunk.data) % itemsize:
+        raise ValueError(f"chunk of {len(chunk.data)} bytes is not a whole number of "
+                         f"{flat.dtype} elements")
+    n = len(chunk.data) // itemsize
+    if chunk.offset < 0 or chunk.offset + n > flat.size:
+        raise ValueError(f"chunk [{chunk.offset}, {chunk.offset + n}) lies outside a tensor "
+                         f"of {flat.size} elements")
+    if chunk.dtype and np.dtype(chunk.dtype) != flat.dtype:
+        raise ValueError(f"chunk dtype {chunk.dtype} does not match {flat.dtype}")
+    wire = flat.dtype.newbyteorder("<")
+    flat[chunk.offset:chunk.offset + n] = np.frombuffer(chunk.data, dtype=wire)
+    return n
+
+
 def encode_value(value: Any) -> tuple[str, list[ps_pb2.Tensor]]:
     """Encode a JSON-like value whose leaves may be numpy arrays or handles.
 

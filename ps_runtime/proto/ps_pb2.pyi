@@ -32,35 +32,67 @@ class Spec(_message.Message):
     params: _containers.ScalarMap[str, float]
     def __init__(self, name: _Optional[str] = ..., params: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
+class PushOrigin(_message.Message):
+    __slots__ = ("worker", "incarnation", "sequence")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    worker: str
+    incarnation: int
+    sequence: int
+    def __init__(self, worker: _Optional[str] = ..., incarnation: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
+
+class TableLifecycle(_message.Message):
+    __slots__ = ("admit_after", "evict_after_steps", "max_rows")
+    ADMIT_AFTER_FIELD_NUMBER: _ClassVar[int]
+    EVICT_AFTER_STEPS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
+    admit_after: int
+    evict_after_steps: int
+    max_rows: int
+    def __init__(self, admit_after: _Optional[int] = ..., evict_after_steps: _Optional[int] = ..., max_rows: _Optional[int] = ...) -> None: ...
+
 class CreateVariableRequest(_message.Message):
-    __slots__ = ("name", "shape", "dtype", "initializer", "optimizer", "initial_value")
+    __slots__ = ("name", "shape", "dtype", "initializer", "optimizer", "initial_value", "base", "base_rows", "row_offset")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZER_FIELD_NUMBER: _ClassVar[int]
     OPTIMIZER_FIELD_NUMBER: _ClassVar[int]
     INITIAL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    BASE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ROW_OFFSET_FIELD_NUMBER: _ClassVar[int]
     name: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     dtype: str
     initializer: Spec
     optimizer: Spec
     initial_value: Tensor
-    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., initializer: _Optional[_Union[Spec, _Mapping]] = ..., optimizer: _Optional[_Union[Spec, _Mapping]] = ..., initial_value: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+    base: str
+    base_rows: int
+    row_offset: int
+    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., initializer: _Optional[_Union[Spec, _Mapping]] = ..., optimizer: _Optional[_Union[Spec, _Mapping]] = ..., initial_value: _Optional[_Union[Tensor, _Mapping]] = ..., base: _Optional[str] = ..., base_rows: _Optional[int] = ..., row_offset: _Optional[int] = ...) -> None: ...
 
 class CreateTableRequest(_message.Message):
-    __slots__ = ("name", "dim", "dtype", "initializer", "optimizer")
+    __slots__ = ("name", "dim", "dtype", "initializer", "optimizer", "lifecycle", "expected_rows", "num_shards")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZER_FIELD_NUMBER: _ClassVar[int]
     OPTIMIZER_FIELD_NUMBER: _ClassVar[int]
+    LIFECYCLE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     dim: int
     dtype: str
     initializer: Spec
     optimizer: Spec
-    def __init__(self, name: _Optional[str] = ..., dim: _Optional[int] = ..., dtype: _Optional[str] = ..., initializer: _Optional[_Union[Spec, _Mapping]] = ..., optimizer: _Optional[_Union[Spec, _Mapping]] = ...) -> None: ...
+    lifecycle: TableLifecycle
+    expected_rows: int
+    num_shards: int
+    def __init__(self, name: _Optional[str] = ..., dim: _Optional[int] = ..., dtype: _Optional[str] = ..., initializer: _Optional[_Union[Spec, _Mapping]] = ..., optimizer: _Optional[_Union[Spec, _Mapping]] = ..., lifecycle: _Optional[_Union[TableLifecycle, _Mapping]] = ..., expected_rows: _Optional[int] = ..., num_shards: _Optional[int] = ...) -> None: ...
 
 class CreateResponse(_message.Message):
     __slots__ = ("created",)
@@ -69,18 +101,44 @@ class CreateResponse(_message.Message):
     def __init__(self, created: _Optional[bool] = ...) -> None: ...
 
 class PullDenseRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "chunk_bytes")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    chunk_bytes: int
+    def __init__(self, name: _Optional[str] = ..., chunk_bytes: _Optional[int] = ...) -> None: ...
 
 class PushDenseRequest(_message.Message):
-    __slots__ = ("name", "grad")
+    __slots__ = ("name", "grad", "origin")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GRAD_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     grad: Tensor
-    def __init__(self, name: _Optional[str] = ..., grad: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+    origin: PushOrigin
+    def __init__(self, name: _Optional[str] = ..., grad: _Optional[_Union[Tensor, _Mapping]] = ..., origin: _Optional[_Union[PushOrigin, _Mapping]] = ...) -> None: ...
+
+class TensorChunk(_message.Message):
+    __slots__ = ("dtype", "shape", "offset", "data")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    offset: int
+    data: bytes
+    def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class PushDenseChunk(_message.Message):
+    __slots__ = ("name", "origin", "chunk")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    origin: PushOrigin
+    chunk: TensorChunk
+    def __init__(self, name: _Optional[str] = ..., origin: _Optional[_Union[PushOrigin, _Mapping]] = ..., chunk: _Optional[_Union[TensorChunk, _Mapping]] = ...) -> None: ...
 
 class PullRowsRequest(_message.Message):
     __slots__ = ("name", "ids")
@@ -91,27 +149,52 @@ class PullRowsRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., ids: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
 
 class PushRowsRequest(_message.Message):
-    __slots__ = ("name", "ids", "grads")
+    __slots__ = ("name", "ids", "grads", "origin")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     GRADS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     ids: Tensor
     grads: Tensor
-    def __init__(self, name: _Optional[str] = ..., ids: _Optional[_Union[Tensor, _Mapping]] = ..., grads: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+    origin: PushOrigin
+    def __init__(self, name: _Optional[str] = ..., ids: _Optional[_Union[Tensor, _Mapping]] = ..., grads: _Optional[_Union[Tensor, _Mapping]] = ..., origin: _Optional[_Union[PushOrigin, _Mapping]] = ...) -> None: ...
 
 class PushResponse(_message.Message):
-    __slots__ = ("version",)
+    __slots__ = ("version", "duplicate")
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     version: int
-    def __init__(self, version: _Optional[int] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, version: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class SetHyperparamsRequest(_message.Message):
+    __slots__ = ("names", "params")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    params: _containers.ScalarMap[str, float]
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., params: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class SetHyperparamsResponse(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: int
+    def __init__(self, changed: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class VariableStats(_message.Message):
-    __slots__ = ("name", "kind", "shape", "bytes", "pulls", "pushes", "optimizer")
+    __slots__ = ("name", "kind", "shape", "bytes", "pulls", "pushes", "optimizer", "rows_evicted", "rows_pending_admission", "grads_dropped")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +202,9 @@ class VariableStats(_message.Message):
     PULLS_FIELD_NUMBER: _ClassVar[int]
     PUSHES_FIELD_NUMBER: _ClassVar[int]
     OPTIMIZER_FIELD_NUMBER: _ClassVar[int]
+    ROWS_EVICTED_FIELD_NUMBER: _ClassVar[int]
+    ROWS_PENDING_ADMISSION_FIELD_NUMBER: _ClassVar[int]
+    GRADS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     shape: _containers.RepeatedScalarFieldContainer[int]
@@ -126,21 +212,46 @@ class VariableStats(_message.Message):
     pulls: int
     pushes: int
     optimizer: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., bytes: _Optional[int] = ..., pulls: _Optional[int] = ..., pushes: _Optional[int] = ..., optimizer: _Optional[str] = ...) -> None: ...
+    rows_evicted: int
+    rows_pending_admission: int
+    grads_dropped: int
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., bytes: _Optional[int] = ..., pulls: _Optional[int] = ..., pushes: _Optional[int] = ..., optimizer: _Optional[str] = ..., rows_evicted: _Optional[int] = ..., rows_pending_admission: _Optional[int] = ..., grads_dropped: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("shard_index", "variables")
+    __slots__ = ("shard_index", "variables", "parameters", "bytes_in", "bytes_out", "requests", "requests_per_sec", "update_latency_ms_mean", "update_latency_ms_max", "uptime_s")
     SHARD_INDEX_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_IN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_OUT_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_LATENCY_MS_MEAN_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_LATENCY_MS_MAX_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     shard_index: int
     variables: _containers.RepeatedCompositeFieldContainer[VariableStats]
-    def __init__(self, shard_index: _Optional[int] = ..., variables: _Optional[_Iterable[_Union[VariableStats, _Mapping]]] = ...) -> None: ...
+    parameters: int
+    bytes_in: int
+    bytes_out: int
+    requests: int
+    requests_per_sec: float
+    update_latency_ms_mean: float
+    update_latency_ms_max: float
+    uptime_s: float
+    def __init__(self, shard_index: _Optional[int] = ..., variables: _Optional[_Iterable[_Union[VariableStats, _Mapping]]] = ..., parameters: _Optional[int] = ..., bytes_in: _Optional[int] = ..., bytes_out: _Optional[int] = ..., requests: _Optional[int] = ..., requests_per_sec: _Optional[float] = ..., update_latency_ms_mean: _Optional[float] = ..., update_latency_ms_max: _Optional[float] = ..., uptime_s: _Optional[float] = ...) -> None: ...
 
 class CheckpointRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "step", "num_shards", "keep")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    NUM_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    step: int
+    num_shards: int
+    keep: int
+    def __init__(self, name: _Optional[str] = ..., step: _Optional[int] = ..., num_shards: _Optional[int] = ..., keep: _Optional[int] = ...) -> None: ...
 
 class CheckpointResponse(_message.Message):
     __slots__ = ("path", "variables")

@@ -54,6 +54,16 @@ class ParameterServerStub:
                 request_serializer=ps__pb2.PushDenseRequest.SerializeToString,
                 response_deserializer=ps__pb2.PushResponse.FromString,
                 _registered_method=True)
+        self.PullDenseStream = channel.unary_stream(
+                '/trainhub.ps.ParameterServer/PullDenseStream',
+                request_serializer=ps__pb2.PullDenseRequest.SerializeToString,
+                response_deserializer=ps__pb2.TensorChunk.FromString,
+                _registered_method=True)
+        self.PushDenseStream = channel.stream_unary(
+                '/trainhub.ps.ParameterServer/PushDenseStream',
+                request_serializer=ps__pb2.PushDenseChunk.SerializeToString,
+                response_deserializer=ps__pb2.PushResponse.FromString,
+                _registered_method=True)
         self.PullRows = channel.unary_unary(
                 '/trainhub.ps.ParameterServer/PullRows',
                 request_serializer=ps__pb2.PullRowsRequest.SerializeToString,
@@ -64,6 +74,11 @@ class ParameterServerStub:
                 request_serializer=ps__pb2.PushRowsRequest.SerializeToString,
                 response_deserializer=ps__pb2.PushResponse.FromString,
                 _registered_method=True)
+        self.SetHyperparams = channel.unary_unary(
+                '/trainhub.ps.ParameterServer/SetHyperparams',
+                request_serializer=ps__pb2.SetHyperparamsRequest.SerializeToString,
+                response_deserializer=ps__pb2.SetHyperparamsResponse.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/trainhub.ps.ParameterServer/Stats',
                 request_serializer=ps__pb2.StatsRequest.SerializeToString,
@@ -71,6 +86,11 @@ class ParameterServerStub:
                 _registered_method=True)
         self.SaveCheckpoint = channel.unary_unary(
                 '/trainhub.ps.ParameterServer/SaveCheckpoint',
+                request_serializer=ps__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=ps__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
+        self.CommitCheckpoint = channel.unary_unary(
+                '/trainhub.ps.ParameterServer/CommitCheckpoint',
                 request_serializer=ps__pb2.CheckpointRequest.SerializeToString,
                 response_deserializer=ps__pb2.CheckpointResponse.FromString,
                 _registered_method=True)
@@ -108,6 +128,18 @@ class ParameterServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PullDenseStream(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PushDenseStream(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PullRows(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -120,6 +152,12 @@ class ParameterServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetHyperparams(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -127,13 +165,21 @@ class ParameterServerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SaveCheckpoint(self, request, context):
+        """Checkpoints: every shard saves its file, then shard 0 commits the manifest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitCheckpoint(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RestoreCheckpoint(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """name "" = the newest committed checkpoint.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -161,6 +207,16 @@ def add_ParameterServerServicer_to_server(servicer, server):
                     request_deserializer=ps__pb2.PushDenseRequest.FromString,
                     response_serializer=ps__pb2.PushResponse.SerializeToString,
             ),
+            'PullDenseStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.PullDenseStream,
+                    request_deserializer=ps__pb2.PullDenseRequest.FromString,
+                    response_serializer=ps__pb2.TensorChunk.SerializeToString,
+            ),
+            'PushDenseStream': grpc.stream_unary_rpc_method_handler(
+                    servicer.PushDenseStream,
+                    request_deserializer=ps__pb2.PushDenseChunk.FromString,
+                    response_serializer=ps__pb2.PushResponse.SerializeToString,
+            ),
             'PullRows': grpc.unary_unary_rpc_method_handler(
                     servicer.PullRows,
                     request_deserializer=ps__pb2.PullRowsRequest.FromString,
@@ -171,6 +227,11 @@ def add_ParameterServerServicer_to_server(servicer, server):
                     request_deserializer=ps__pb2.PushRowsRequest.FromString,
                     response_serializer=ps__pb2.PushResponse.SerializeToString,
             ),
+            'SetHyperparams': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetHyperparams,
+                    request_deserializer=ps__pb2.SetHyperparamsRequest.FromString,
+                    response_serializer=ps__pb2.SetHyperparamsResponse.SerializeToString,
+            ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
                     request_deserializer=ps__pb2.StatsRequest.FromString,
@@ -178,6 +239,11 @@ def add_ParameterServerServicer_to_server(servicer, server):
             ),
             'SaveCheckpoint': grpc.unary_unary_rpc_method_handler(
                     servicer.SaveCheckpoint,
+                    request_deserializer=ps__pb2.CheckpointRequest.FromString,
+                    response_serializer=ps__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'CommitCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitCheckpoint,
                     request_deserializer=ps__pb2.CheckpointRequest.FromString,
                     response_serializer=ps__pb2.CheckpointResponse.SerializeToString,
             ),
@@ -306,6 +372,60 @@ class ParameterServer:
             _registered_method=True)
 
     @staticmethod
+    def PullDenseStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/trainhub.ps.ParameterServer/PullDenseStream',
+            ps__pb2.PullDenseRequest.SerializeToString,
+            ps__pb2.TensorChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PushDenseStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/trainhub.ps.ParameterServer/PushDenseStream',
+            ps__pb2.PushDenseChunk.SerializeToString,
+            ps__pb2.PushResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def PullRows(request,
             target,
             options=(),
@@ -360,6 +480,33 @@ class ParameterServer:
             _registered_method=True)
 
     @staticmethod
+    def SetHyperparams(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainhub.ps.ParameterServer/SetHyperparams',
+            ps__pb2.SetHyperparamsRequest.SerializeToString,
+            ps__pb2.SetHyperparamsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Stats(request,
             target,
             options=(),
@@ -401,6 +548,33 @@ class ParameterServer:
             request,
             target,
             '/trainhub.ps.ParameterServer/SaveCheckpoint',
+            ps__pb2.CheckpointRequest.SerializeToString,
+            ps__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainhub.ps.ParameterServer/CommitCheckpoint',
             ps__pb2.CheckpointRequest.SerializeToString,
             ps__pb2.CheckpointResponse.FromString,
             options,

@@ -10,7 +10,10 @@ import pytest
 
 from ps_runtime.cluster import LocalCluster
 from ps_runtime.optimizers import SGD, Adagrad
+from ps_runtime.proto import ps_pb2
+from ps_runtime.sharding import min_size_partitioner
 from ps_runtime.strategy import ParameterServerStrategy, create_table, create_variable
+from ps_runtime.wire import encode_tensor
 
 
 def test_dense_variable_pull_push_and_stats() -> None:
@@ -93,4 +96,122 @@ def test_checkpoint_without_directory_says_how_to_fix() -> None:
         with pytest.raises(grpc.RpcError) as info:
             strategy.save_checkpoint("x")
         assert "TRAINHUB_CHECKPOINT_DIR" in info.value.details()
+        strategy.close()
+
+
+def test_large_dense_variables_stream_in_chunks_and_split_over_shards() -> None:
+    with LocalCluster(num_ps=2) as cluster:
+        strategy = ParameterServerStrategy(
+            cluster.resolver, variable_partitioner=min_size_partitioner(1 << 20)
+        )
+        strategy.ps_client.chunk_bytes = 256 * 1024  # many chunks per part
+        value = np.arange(3 * (1 << 20), dtype=np.float32).reshape(-1, 1024)  # 12 MiB
+        v = strategy.create_variable("big", initial_value=value, optimizer=SGD(learning_rate=1.0))
+        assert [s for s, _, _ in v.parts] == [0, 1]
+        np.testing.assert_array_equal(v.read(), value)
+        v.push_gradient(np.ones_like(value))
+        np.testing.assert_array_equal(v.read(), value - 1)
+        stats = strategy.stats()
+        assert sum(s.bytes_out for s in stats) >= 2 * value.nbytes
+        assert sum(s.bytes_in for s in stats) >= 2 * value.nbytes
+        assert all(s.update_latency_ms_mean > 0 for s in stats)
+        assert sum(s.parameters for s in stats) == value.size
+        strategy.close()
+
+
+def test_too_large_and_malformed_requests_get_clear_errors() -> None:
+    with LocalCluster() as cluster:
+        strategy = ParameterServerStrategy(cluster.resolver)
+        strategy.create_variable("v", (4,))
+        stub = strategy.ps_client._stubs[0]
+        md = strategy.ps_client._kw()["metadata"]
+        huge = ps_pb2.PushDenseRequest(
+            name="v", grad=ps_pb2.Tensor(dtype="<f4", shape=[1], data=b"\0" * (40 << 20))
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            stub.PushDenseGrad(huge, metadata=md, timeout=30)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        bad = ps_pb2.PushDenseRequest(
+            name="v", grad=ps_pb2.Tensor(dtype="<f4", shape=[4], data=b"x")
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            stub.PushDenseGrad(bad, metadata=md, timeout=30)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "needs 16 bytes" in info.value.details()
+        chunk = ps_pb2.PushDenseChunk(
+            name="v", chunk=ps_pb2.TensorChunk(dtype="<f4", shape=[4], offset=3, data=b"\0" * 8)
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            stub.PushDenseStream(iter([chunk]), metadata=md, timeout=30)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "outside" in info.value.details()
+        np.testing.assert_array_equal(strategy.ps_client.pull_dense(0, "v"), np.zeros(4))
+        strategy.close()
+
+
+def test_a_retransmitted_push_is_applied_once() -> None:
+    with LocalCluster() as cluster:
+        strategy = ParameterServerStrategy(cluster.resolver, optimizer=SGD(learning_rate=1.0))
+        t = strategy.create_table("t", 2, initializer="zeros")
+        client = strategy.ps_client
+        origin = ps_pb2.PushOrigin(worker="w0", incarnation=1, sequence=7)
+        req = ps_pb2.PushRowsRequest(
+            name="t",
+            ids=encode_tensor(np.array([3])),
+            grads=encode_tensor(np.ones((1, 2), np.float32)),
+            origin=origin,
+        )
+        replies = [client._stubs[0].PushRowGrads(req, **client._kw()) for _ in range(2)]
+        assert [r.duplicate for r in replies] == [False, True]
+        np.testing.assert_array_equal(t.lookup(np.array([3])), [[-1.0, -1.0]])
+        # A new incarnation of the same worker starts a fresh sequence space.
+        req.origin.incarnation = 2
+        client._stubs[0].PushRowGrads(req, **client._kw())
+        np.testing.assert_array_equal(t.lookup(np.array([3])), [[-2.0, -2.0]])
+        strategy.close()
+
+
+def test_learning_rate_changes_live_and_duplicates_are_summed() -> None:
+    with LocalCluster(num_ps=2) as cluster:
+        strategy = ParameterServerStrategy(cluster.resolver, optimizer=SGD(learning_rate=1.0))
+        t = strategy.create_table("t", 1, initializer="zeros")
+        t.push_gradients(np.array([4, 4, 9, 4]), np.array([[1.0], [2.0], [5.0], [3.0]]))
+        np.testing.assert_array_equal(t.lookup(np.array([4, 9])), [[-6.0], [-5.0]])
+        assert strategy.set_learning_rate(0.5) == 2  # the table's part on each shard
+        t.push_gradients(np.array([9]), np.array([[2.0]]))
+        np.testing.assert_array_equal(t.lookup(np.array([9])), [[-6.0]])
+        with pytest.raises(grpc.RpcError) as info:
+            strategy.ps_client.set_hyperparams({"beta1": 0.5})
+        assert "allowed" in info.value.details()
+        strategy.close()
+
+
+def test_delayed_model_updating_pushes_every_k_steps() -> None:
+    with LocalCluster() as cluster:
+        strategy = ParameterServerStrategy(cluster.resolver, optimizer=SGD(learning_rate=1.0))
+        t = strategy.create_table("t", 1, initializer="zeros", accumulate_steps=3)
+        for _ in range(2):
+            t.push_gradients(np.array([1]), np.array([[1.0]]))
+        np.testing.assert_array_equal(t.lookup(np.array([1])), [[0.0]])
+        t.push_gradients(np.array([1, 2]), np.array([[1.0], [4.0]]))
+        np.testing.assert_array_equal(t.lookup(np.array([1, 2])), [[-3.0], [-4.0]])
+        strategy.close()
+
+
+def test_overlapped_pulls_and_table_lifecycle_over_rpc() -> None:
+    with LocalCluster(num_ps=2) as cluster:
+        strategy = ParameterServerStrategy(cluster.resolver)
+        t = strategy.create_table("t", 3, admit_after=2, max_rows_per_shard=80)
+        pending = t.lookup_async(np.arange(10))
+        rows = pending.result()
+        assert rows.shape == (10, 3)
+        t.lookup(np.arange(200))
+        stats = [v for s in strategy.stats() for v in s.variables]
+        assert sum(v.shape[0] for v in stats) == 10  # only ids seen twice got rows
+        for start in range(0, 1000, 100):
+            t.lookup(np.arange(start, start + 100))
+            t.lookup(np.arange(start, start + 100))
+        stats = [v for s in strategy.stats() for v in s.variables]
+        assert all(v.shape[0] <= 80 for v in stats)
+        assert sum(v.rows_evicted for v in stats) > 0
         strategy.close()

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ps_runtime.cluster import LocalCluster
-from ps_runtime.optimizers import Adagrad
-from ps_runtime.sharding import dedup_sum, split_by_shard
+from ps_runtime.optimizers import Adagrad, Adam
+from ps_runtime.sharding import (
+    dedup,
+    dedup_sum,
+    fixed_shards_partitioner,
+    min_size_partitioner,
+    part_rows,
+    place,
+    shard_of_ids,
+    split_by_shard,
+)
 from ps_runtime.strategy import ParameterServerStrategy
 
 
@@ -28,18 +38,48 @@ def test_dedup_sum_without_duplicates_and_empty() -> None:
     assert unique.shape == (0,) and summed.shape == (0, 3)
 
 
-def test_split_by_shard_partitions_by_modulo() -> None:
+def test_split_by_shard_partitions_by_id_hash() -> None:
     ids = np.array([0, 5, 3, 8, 6, -1])
     parts = split_by_shard(ids, 3)
     assert sorted(np.concatenate(parts).tolist()) == list(range(len(ids)))
     for shard, pos in enumerate(parts):
-        assert all(i % 3 == shard for i in ids[pos])
+        assert (shard_of_ids(ids[pos], 3) == shard).all()
+    # Strided ids (a common id scheme) still spread evenly.
+    counts = np.bincount(shard_of_ids(np.arange(0, 300_000, 3), 3), minlength=3)
+    assert counts.min() > 0.9 * counts.max()
 
 
-def _train_table(num_ps: int) -> tuple[np.ndarray, np.ndarray]:
+def test_dedup_gives_unique_inverse_and_sums() -> None:
+    rng = np.random.default_rng(5)
+    ids = rng.zipf(1.3, size=5000) % 1000
+    d = dedup(ids)
+    np.testing.assert_array_equal(d.unique, np.unique(ids))
+    np.testing.assert_array_equal(d.unique[d.inverse], ids)
+    grads = rng.normal(size=(5000, 3))
+    expected = np.zeros((len(d.unique), 3))
+    np.add.at(expected, d.inverse, grads)  # reference only
+    np.testing.assert_allclose(d.sum(grads), expected)
+
+
+def test_partitioners_and_placement() -> None:
+    mib = 1 << 20
+    assert min_size_partitioner(4 * mib)((16 * mib, 1), 4, 2) == 2
+    assert min_size_partitioner(4 * mib)((10, 3), 4, 2) == 1
+    assert fixed_shards_partitioner(3)((7, 2), 4, 2) == 3
+    assert part_rows(7, 3) == [(0, 3), (3, 2), (5, 2)]
+    loads = [0, 0, 0]
+    assert place([10], loads) == [0]
+    assert place([5], loads) == [1]
+    assert place([5, 5], loads) == [2, 1]
+
+
+def _train_table(num_ps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(3)
     with LocalCluster(num_ps=num_ps, num_workers=1) as cluster:
-        strategy = ParameterServerStrategy(cluster.resolver)
+        strategy = ParameterServerStrategy(
+            cluster.resolver,
+            variable_partitioner=lambda shape, itemsize, n: n if shape[0] >= 7 else 1,
+        )
         with strategy.scope():
             table = strategy.create_table(
                 "emb",
@@ -53,21 +93,32 @@ def _train_table(num_ps: int) -> tuple[np.ndarray, np.ndarray]:
                 )
                 for i in range(3)
             ]
+            big = strategy.create_variable(
+                "big",
+                (7, 5),
+                initializer=("normal", {"seed": 4}),
+                optimizer=Adam(learning_rate=0.1),
+            )
+        assert len(big.parts) == (num_ps if num_ps > 1 else 0)
         for _ in range(5):
             ids = rng.integers(0, 50, size=64)
             table.push_gradients(ids, rng.normal(size=(64, 4)))
             for v in dense:
                 v.push_gradient(rng.normal(size=3))
+            big.push_gradient(rng.normal(size=(7, 5)))
         assert {v.shard for v in dense} == set(range(min(num_ps, 3)))
         rows = table.lookup(np.arange(60).reshape(6, 10))
         values = np.stack([v.read() for v in dense])
+        whole = big.read()
         strategy.close()
-    return rows, values
+    return rows, values, whole
 
 
-def test_sharded_equals_unsharded() -> None:
-    rows1, dense1 = _train_table(1)
-    rows3, dense3 = _train_table(3)
+@pytest.mark.parametrize("num_ps", [2, 3])
+def test_sharded_equals_unsharded(num_ps: int) -> None:
+    rows1, dense1, big1 = _train_table(1)
+    rows_n, dense_n, big_n = _train_table(num_ps)
     assert rows1.shape == (6, 10, 4)
-    np.testing.assert_allclose(rows1, rows3, rtol=1e-6)
-    np.testing.assert_allclose(dense1, dense3, rtol=1e-6)
+    np.testing.assert_allclose(rows1, rows_n, rtol=1e-6)
+    np.testing.assert_allclose(dense1, dense_n, rtol=1e-6)
+    np.testing.assert_allclose(big1, big_n, rtol=1e-6)
