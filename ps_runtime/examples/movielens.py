@@ -220,7 +220,9 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
     rmse_history: list[float] = []
     start = time.perf_counter()
     step = 0
+    epoch_seconds: list[float] = []
     for epoch in range(epochs):
+        epoch_start = time.perf_counter()
         for batch in range(steps_per_epoch):
             step += 1
             losses.append((step, coordinator.schedule(
@@ -229,10 +231,12 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
             if step % report_every == 0:
                 report_losses(step - report_every)  # the window before is (nearly) done
         coordinator.join()
+        epoch_seconds.append(time.perf_counter() - epoch_start)
         report_losses(step)
         rmse = evaluate(dataset, users, items, mean)
         rmse_history.append(rmse)
-        ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse)
+        ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse,
+                          examples_per_sec=len(dataset.train) / epoch_seconds[-1])
     seconds = time.perf_counter() - start
     last_loss = [rv.fetch() for _, rv in losses]
     return {
@@ -245,5 +249,7 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         # Steps whose closure result was fetched: each ran at least once.
         "completed_steps": completed + len(last_loss),
         "train_seconds": seconds,
+        "epoch_seconds": epoch_seconds,  # schedule to join, evaluation excluded
+        "examples_per_epoch": len(dataset.train),
         "examples_per_sec": epochs * len(dataset.train) / seconds if seconds else None,
     }
