@@ -141,6 +141,8 @@ class TeamAdmin(admin.ModelAdmin):
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         team: Team = form.instance
+        # The admin's own change message reads these; our record is the audit log.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
         try:
             if formset.model is Quota:
                 self._save_quota(request, team, formset)

@@ -1,0 +1,351 @@
+"""`trainhub login|submit|jobs|describe|logs|cancel|scale|nodes|quota`: the REST API from a
+terminal. Tables for people, `--json` for scripts.
+
+Exit codes: 0 done; 1 the server refused the request (the message says why); 2 bad usage;
+3 not logged in or the login is no longer valid; 4 the server could not be reached or failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import config
+from .api_client import ApiClient, ApiError
+from .output import amount, print_json, print_table
+
+EXIT_REFUSED, EXIT_USAGE, EXIT_LOGIN, EXIT_SERVER = 1, 2, 3, 4
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+class CommandError(Exception):
+    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def add_commands(sub: Any) -> None:
+    def command(name: str, handler: Any, help: str, json_flag: bool = True) -> Any:
+        p = sub.add_parser(name, help=help, description=help)
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="print JSON for scripts")
+        p.set_defaults(handler=_run(handler))
+        return p
+
+    p = command("login", login, "sign in to a TrainHub server and remember it", json_flag=False)
+    p.add_argument("url", help="e.g. https://trainhub.example.com")
+    p.add_argument("--username", "-u", help="default: ask")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    p.add_argument("--token", help="use this existing API token instead of a password")
+
+    p = command("submit", submit, "submit a job from a YAML (or JSON) spec")
+    p.add_argument("spec", type=Path, help="job spec file, e.g. job.yaml")
+    p.add_argument("--team", help="override the spec's team")
+
+    p = command("jobs", jobs, "list jobs of your teams")
+    p.add_argument("--team")
+    p.add_argument("--state", action="append", help="repeatable: --state pending --state running")
+    p.add_argument("--priority")
+    p.add_argument("--name", help="part of the name")
+    p.add_argument("--limit", type=int, default=50)
+
+    p = command("describe", describe, "show a job, its tasks and events, and why it is pending")
+    p.add_argument("job", type=int)
+
+    p = command("logs", logs, "print a job's logs", json_flag=False)
+    p.add_argument("job", type=int)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    p.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
+
+    p = command("cancel", cancel, "cancel a job")
+    p.add_argument("job", type=int)
+
+    p = command("scale", scale, "set how many workers a job runs (within its min and max)")
+    p.add_argument("job", type=int)
+    p.add_argument("workers", type=int)
+
+    command("nodes", nodes, "list the cluster's nodes")
+
+    p = command("quota", quota, "show quotas and usage (default: every team of yours)")
+    p.add_argument("team", nargs="?")
+
+
+def _run(handler: Any) -> Any:
+    def run(args: argparse.Namespace, _rest: list[str]) -> int:
+        try:
+            handler(args)
+        except config.NotLoggedIn as exc:
+            print(f"trainhub: {exc}", file=sys.stderr)
+            return EXIT_LOGIN
+        except CommandError as exc:
+            print(f"trainhub: {exc}", file=sys.stderr)
+            return exc.code
+        except ApiError as exc:
+            print(f"trainhub: {exc}", file=sys.stderr)
+            if exc.status is None or exc.status >= 500:
+                return EXIT_SERVER
+            if exc.status == 401:
+                print("trainhub: run `trainhub login URL` again.", file=sys.stderr)
+                return EXIT_LOGIN
+            return EXIT_REFUSED
+        except KeyboardInterrupt:
+            return 130
+        return 0
+
+    return run
+
+
+def _client() -> ApiClient:
+    login = config.load()
+    return ApiClient(login.url, login.token)
+
+
+def login(args: argparse.Namespace) -> None:
+    url = args.url.rstrip("/")
+    if args.token:
+        token = args.token
+    else:
+        username = args.username or input("Username: ")
+        if args.password_stdin:
+            password = sys.stdin.readline().rstrip("\n")
+        else:
+            password = getpass.getpass("Password: ")
+        issued = ApiClient(url).post("/auth/token/", {"username": username, "password": password})
+        token = issued["token"]
+    me = ApiClient(url, token).get("/users/me/")
+    path = config.save(config.Login(url=url, token=token, username=me["username"]))
+    teams = ", ".join(f"{t['team']} ({t['role']})" for t in me["teams"]) or "no teams yet"
+    print(f"Logged in to {url} as {me['username']}: {teams}. Login saved in {path}.")
+
+
+def submit(args: argparse.Namespace) -> None:
+    try:
+        spec = yaml.safe_load(args.spec.read_text())
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.spec}: {exc.strerror}", EXIT_USAGE) from exc
+    except yaml.YAMLError as exc:
+        raise CommandError(f"{args.spec} is not valid YAML: {exc}", EXIT_USAGE) from exc
+    if not isinstance(spec, dict):
+        raise CommandError(f"{args.spec} must hold a mapping (the job spec)", EXIT_USAGE)
+    if args.team:
+        spec["team"] = args.team
+    job = _client().post("/jobs/", spec)
+    if args.json:
+        print_json(job)
+    else:
+        print(f"submitted job {job['id']} ({job['name']}, team {job['team']}): {job['state']}")
+
+
+def jobs(args: argparse.Namespace) -> None:
+    page = _client().get(
+        "/jobs/",
+        team=args.team,
+        state=args.state,
+        priority=args.priority,
+        name=args.name,
+        limit=args.limit,
+    )
+    if args.json:
+        print_json(page)
+        return
+    print_table(
+        ["ID", "NAME", "TEAM", "PRIORITY", "STATE", "WORKERS", "CREATED", "REASON"],
+        [
+            [
+                j["id"],
+                j["name"],
+                j["team"],
+                j["priority"],
+                j["state"],
+                _workers(j),
+                j["created_at"][:19].replace("T", " "),
+                j["pending_reason"] or j["message"][:60] or "",
+            ]
+            for j in page["results"]
+        ],
+    )
+    if page["count"] > len(page["results"]):
+        print(f"({len(page['results'])} of {page['count']}; use --limit or filters)")
+
+
+def _workers(job: dict[str, Any]) -> str:
+    bounds = job["spec"]["workers"]
+    running = sum(1 for t in job["tasks"] if t["role"] == "worker" and t["state"] == "running")
+    target = job["target_workers"] or bounds["min"]
+    return f"{running}/{target} ({bounds['min']}-{bounds['max']})"
+
+
+def describe(args: argparse.Namespace) -> None:
+    client = _client()
+    job = client.get(f"/jobs/{args.job}/")
+    events = client.get(f"/jobs/{args.job}/events/")
+    if args.json:
+        print_json({**job, "events": events})
+        return
+    spec = job["spec"]
+    print(f"Job {job['id']}: {job['name']}")
+    print(f"  team:       {job['team']}   priority: {job['priority']}")
+    print(f"  state:      {job['state']}")
+    if job["state"] == "pending":
+        print(f"  pending:    {job['pending_reason'] or 'waiting for the scheduler'}")
+    if job["message"]:
+        print(f"  message:    {job['message']}")
+    print(f"  submitted:  {job['created_at']} by {job['submitted_by']}")
+    print(f"  entrypoint: {spec['entrypoint']}")
+    print(
+        f"  workers:    {_workers(job)} running/target (min-max), "
+        f"{amount(spec['workers']['resources'])} each"
+    )
+    print(
+        f"  PS shards:  {spec['parameter_servers']['replicas']}, "
+        f"{amount(spec['parameter_servers']['resources'])} each"
+    )
+    if job["tasks"]:
+        print("\nTasks:")
+        print_table(
+            ["ROLE", "INDEX", "STATE", "NODE", "ADDRESS", "GPUS", "ATTEMPT", "EXIT"],
+            [
+                [
+                    t["role"],
+                    t["index"],
+                    t["state"],
+                    t["node"],
+                    t["address"],
+                    ",".join(map(str, t["gpu_indices"])) or "",
+                    t["attempt"],
+                    t["exit_code"],
+                ]
+                for t in job["tasks"]
+            ],
+        )
+    print("\nEvents:")
+    print_table(
+        ["TIME", "EVENT", "REASON", "BY"],
+        [
+            [
+                e["time"][:19].replace("T", " "),
+                f"{e['from_state'] or ''}->{e['to_state']}" if e["kind"] == "state" else e["kind"],
+                e["reason"],
+                e["actor"],
+            ]
+            for e in events
+        ],
+    )
+
+
+def logs(args: argparse.Namespace) -> None:
+    client = _client()
+    after = 0
+    while True:
+        lines = client.get(f"/jobs/{args.job}/logs/", after=after)["lines"]
+        for line in lines:
+            print(f"[{line['source']}] {line['line']}", flush=True)
+            after = max(after, line["id"])
+        if lines:
+            continue  # there may be more pages
+        if not args.follow:
+            return
+        if client.get(f"/jobs/{args.job}/")["state"] in TERMINAL:
+            # One last read: lines may have landed between the two requests.
+            for line in client.get(f"/jobs/{args.job}/logs/", after=after)["lines"]:
+                print(f"[{line['source']}] {line['line']}", flush=True)
+            return
+        time.sleep(args.interval)
+
+
+def cancel(args: argparse.Namespace) -> None:
+    job = _client().post(f"/jobs/{args.job}/cancel/")
+    if args.json:
+        print_json(job)
+    else:
+        print(f"job {job['id']}: {job['state']}")
+
+
+def scale(args: argparse.Namespace) -> None:
+    job = _client().post(f"/jobs/{args.job}/scale/", {"workers": args.workers})
+    if args.json:
+        print_json(job)
+    else:
+        print(f"job {job['id']}: {job['target_workers']} workers requested ({job['state']})")
+
+
+def nodes(args: argparse.Namespace) -> None:
+    page = _client().get("/nodes/", limit=1000)
+    if args.json:
+        print_json(page)
+        return
+    print_table(
+        ["ID", "HOSTNAME", "STATE", "ALIVE", "CPUS", "MEMORY", "GPUS", "TASKS", "LAST SEEN"],
+        [
+            [
+                n["id"],
+                n["hostname"],
+                "drained" if n["drained"] else n["state"],
+                "yes" if n["alive"] else "no",
+                f"{n['cpus']:g}",
+                f"{n['memory_mb']}Mi",
+                len(n["gpus"]),
+                n["active_tasks"],
+                (n["last_seen"] or "never")[:19].replace("T", " "),
+            ]
+            for n in page["results"]
+        ],
+    )
+
+
+def quota(args: argparse.Namespace) -> None:
+    client = _client()
+    if args.team:
+        slugs = [args.team]
+    else:
+        slugs = [t["slug"] for t in client.get("/teams/", limit=1000)["results"]]
+    quotas = [client.get(f"/teams/{slug}/quota/") for slug in slugs]
+    if args.json:
+        print_json(quotas if not args.team else quotas[0])
+        return
+    for i, q in enumerate(quotas):
+        if i:
+            print()
+        usage = q["usage"]
+        print(f"Team {q['team']}")
+        print_table(
+            ["", "CPU", "MEMORY (MiB)", "GPU"],
+            [
+                ["nominal quota", f"{q['cpu']:g}", q["memory_mb"], q["gpu"]],
+                _limit_row("borrowing limit", q["borrowing_limit"]),
+                _limit_row("lending limit", q["lending_limit"]),
+                _amount_row("used", usage["used"]),
+                _amount_row("  within quota", usage["within_quota"]),
+                _amount_row("  borrowed", usage["borrowed"]),
+                _amount_row("lent to others", usage["lent"]),
+            ],
+        )
+        caps = {c["priority"]: c for c in q["priority_caps"]}
+        print_table(
+            ["PRIORITY", "CAP", "REQUESTED", "HELD"],
+            [
+                [
+                    p["priority"],
+                    amount(caps[p["priority"]]) if p["priority"] in caps else "no cap",
+                    amount(p["requested"]),
+                    amount(p["held"]),
+                ]
+                for p in usage["by_priority"]
+            ],
+        )
+
+
+def _limit_row(label: str, limit: dict[str, Any]) -> list[Any]:
+    return [label] + [
+        "unlimited" if limit[k] is None else f"{limit[k]:g}" for k in ("cpu", "memory_mb", "gpu")
+    ]
+
+
+def _amount_row(label: str, value: dict[str, Any]) -> list[Any]:
+    return [label, f"{value['cpu']:g}", value["memory_mb"], value["gpu"]]
