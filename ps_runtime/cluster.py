@@ -60,6 +60,12 @@ class ClusterResolver:
             time.sleep(poll)
 
 
+    def unavailable_ps(self, timeout: float = 1.0) -> list[tuple[int, str]]:
+        """(shard index, address) of every PS that does not answer its health check."""
+        return [(i, a) for i, a in enumerate(self.ps)
+                if not rpc.check_health(a, self.token, timeout=timeout)]
+
+
 def _cluster_from_env() -> dict[str, Any]:
     raw = os.environ.get(CLUSTER_ENV)
     if not raw:

@@ -58,6 +58,19 @@ __all__ = [
 ]
 
 
+def ps_unavailable_error(resolver: Any, cause: BaseException) -> UnavailableError | None:
+    """An UnavailableError naming the first PS shard that is down, or None if all answer."""
+    down = resolver.unavailable_ps()
+    if not down:
+        return None
+    shard, address = down[0]
+    first_line = str(cause).splitlines()[0] if str(cause) else repr(cause)
+    return UnavailableError(
+        f"parameter server {shard} at {address} is unavailable; restart the job from its "
+        f"last checkpoint (cause: {first_line})"
+    )
+
+
 class _WorkerHandle:
     """One worker: a dispatch thread keeping up to `max_in_flight` closures running on it."""
 
@@ -189,7 +202,7 @@ class ClusterCoordinator:
         self.strategy = strategy
         resolver = strategy.cluster_resolver
         self._token = resolver.token
-        self._ps = tuple(resolver.ps)
+        self._resolver = resolver
         self._max_in_flight = max_in_flight_per_worker
         self._queue = ClosureQueue(max_queued)
         self._lock = threading.Lock()  # guards _workers
@@ -246,13 +259,7 @@ class ClusterCoordinator:
 
     def _check_ps(self, error: BaseException) -> BaseException:
         """A closure failed: if a PS is down, that is the real error (name the shard)."""
-        for shard, address in enumerate(self._ps):
-            if not rpc.check_health(address, self._token, timeout=1.0):
-                return UnavailableError(
-                    f"parameter server {shard} at {address} is unavailable; the job must be "
-                    f"restarted from its last checkpoint (closure error: {error})"
-                )
-        return error
+        return ps_unavailable_error(self._resolver, error) or error
 
     def schedule(
         self,

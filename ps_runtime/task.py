@@ -90,7 +90,17 @@ def run_coordinator(env: Mapping[str, str]) -> int:
     resolver.wait_until_healthy(timeout=timeout)
     log.info("cluster ready: %s; calling %s(**%s)", resolver, entrypoint, kwargs)
     fn = resolve_function(entrypoint)
-    result: Any = fn(**kwargs)
+    try:
+        result: Any = fn(**kwargs)
+    except Exception as e:
+        # A PS that died under a coordinator-side call (save, evaluation) shows up as a raw
+        # gRPC error; name the shard instead, as the coordinator does for closures.
+        from ps_runtime.coordinator import UnavailableError, ps_unavailable_error
+
+        named = None if isinstance(e, UnavailableError) else ps_unavailable_error(resolver, e)
+        if named is not None:
+            raise named from e
+        raise
     if result is not None:
         try:
             print(json.dumps({"result": result}, default=str), flush=True)

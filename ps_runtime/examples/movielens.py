@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 import ps_runtime
+from ps_runtime.checkpoint_manager import CheckpointManager
 from ps_runtime.cluster import ClusterResolver, LocalCluster
 from ps_runtime.coordinator import ClusterCoordinator, RemoteValue
 from ps_runtime.optimizers import Adagrad
@@ -163,12 +164,16 @@ def evaluate(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable,
 def train(data: str | None = None, test: str | None = None, epochs: int = 10, dim: int = 32,
           lr: float = 0.05, batch_size: int = 512, seed: int = 0, l2: float = 0.1,
           bias_l2: float = 0.1, init_std: float = 0.01, report_every: int = 20,
+          checkpoint_every_seconds: float | None = None,
           cluster: ClusterResolver | None = None) -> dict[str, Any]:
     """Train biased MF on the PS cluster and return the final metrics.
 
     Uses TRAINHUB_CLUSTER when set (agent or launcher), `cluster` when given, and
     otherwise an in-process cluster of one PS and one worker. Reports `train_loss`
-    every `report_every` batches and `test_rmse` after each epoch.
+    every `report_every` batches and `test_rmse` after each epoch. With a checkpoint
+    directory (TRAINHUB_CHECKPOINT_DIR) it resumes from the newest checkpoint and saves
+    at epoch ends, at most every `checkpoint_every_seconds` (default: the environment's
+    TRAINHUB_CHECKPOINT_EVERY_SECONDS or 300) and after the last epoch.
     """
     import os
 
@@ -183,7 +188,7 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 10, di
     coordinator = ClusterCoordinator(strategy)
     try:
         return _train(strategy, coordinator, data, test, epochs, dim, lr, batch_size, seed,
-                      l2, bias_l2, init_std, report_every)
+                      l2, bias_l2, init_std, report_every, checkpoint_every_seconds)
     finally:
         coordinator.shutdown()
         strategy.close()
@@ -194,7 +199,7 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 10, di
 def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
            data: str | None, test: str | None, epochs: int, dim: int, lr: float,
            batch_size: int, seed: int, l2: float, bias_l2: float, init_std: float,
-           report_every: int) -> dict[str, Any]:
+           report_every: int, checkpoint_every_seconds: float | None) -> dict[str, Any]:
     dataset = load_dataset(data, test, seed)
     mean = float(np.mean(dataset.train.ratings))
     optimizer = Adagrad(learning_rate=lr)
@@ -204,9 +209,12 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         items = strategy.create_table("mf/items", dim + 1, initializer=init, optimizer=optimizer)
     per_worker_data = coordinator.create_per_worker_dataset(load_dataset, data, test, seed)
     steps_per_epoch = math.ceil(len(dataset.train) / batch_size)
+    checkpoints = CheckpointManager(strategy, every_seconds=checkpoint_every_seconds)
+    # Checkpoints are taken at epoch ends, so a resumed run starts at an epoch boundary.
+    step = checkpoints.restore_or_initialize()
+    first_epoch = step // steps_per_epoch
     losses: list[tuple[int, RemoteValue]] = []
-    reported = 0
-    completed = 0
+    reported = completed = step
 
     def report_losses(upto: int) -> None:
         nonlocal reported, completed
@@ -219,9 +227,8 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
 
     rmse_history: list[float] = []
     start = time.perf_counter()
-    step = 0
     epoch_seconds: list[float] = []
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         epoch_start = time.perf_counter()
         for batch in range(steps_per_epoch):
             step += 1
@@ -237,6 +244,7 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         rmse_history.append(rmse)
         ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse,
                           examples_per_sec=len(dataset.train) / epoch_seconds[-1])
+        checkpoints.maybe_save(step, force=epoch + 1 == epochs)
     seconds = time.perf_counter() - start
     last_loss = [rv.fetch() for _, rv in losses]
     return {
@@ -251,5 +259,6 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         "train_seconds": seconds,
         "epoch_seconds": epoch_seconds,  # schedule to join, evaluation excluded
         "examples_per_epoch": len(dataset.train),
-        "examples_per_sec": epochs * len(dataset.train) / seconds if seconds else None,
+        "resumed_from_step": first_epoch * steps_per_epoch,
+        "examples_per_sec": len(epoch_seconds) * len(dataset.train) / seconds if seconds else None,
     }

@@ -50,6 +50,7 @@ def _task_document(task: Task, cluster: dict[str, list[str]]) -> dict[str, Any]:
     if task.role == TaskRole.COORDINATOR:
         env["TRAINHUB_ENTRYPOINT"] = job.spec["entrypoint"]
         env["TRAINHUB_ARGS"] = json.dumps(job.spec.get("args", {}))
+        env["TRAINHUB_CHECKPOINT_EVERY_SECONDS"] = str(job.spec["checkpoint_every_seconds"])
     return {
         "id": task.pk,
         "job_id": job.pk,

@@ -70,6 +70,7 @@ def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]
     }
     assert env["coordinator"]["TRAINHUB_ENTRYPOINT"] == "ps_runtime.examples.movielens:train"
     assert json.loads(env["coordinator"]["TRAINHUB_ARGS"]) == {"epochs": 1}
+    assert env["coordinator"]["TRAINHUB_CHECKPOINT_EVERY_SECONDS"] == "300"
     assert env["ps"]["TRAINHUB_JOB_TOKEN"] == job.runtime_token
 
     for task in tasks:
