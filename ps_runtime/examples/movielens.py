@@ -161,9 +161,9 @@ def evaluate(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable,
     return float(np.sqrt(np.mean((pred - t.ratings) ** 2)))
 
 
-def train(data: str | None = None, test: str | None = None, epochs: int = 10, dim: int = 32,
+def train(data: str | None = None, test: str | None = None, epochs: int = 15, dim: int = 32,
           lr: float = 0.05, batch_size: int = 512, seed: int = 0, l2: float = 0.1,
-          bias_l2: float = 0.1, init_std: float = 0.01, report_every: int = 20,
+          bias_l2: float = 0.02, init_std: float = 0.01, report_every: int = 20,
           checkpoint_every_seconds: float | None = None,
           cluster: ClusterResolver | None = None) -> dict[str, Any]:
     """Train biased MF on the PS cluster and return the final metrics.
