@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from trainhub.scheduling.policy.first_fit import JobRequest, NodeCapacity, Snapshot, TaskRequest, schedule
+from trainhub.scheduling.policy.first_fit import (
+    JobRequest,
+    NodeCapacity,
+    Snapshot,
+    TaskRequest,
+    schedule,
+)
 
 
 def _job(job_id: int, n: int, cpu: float = 1, mem: int = 1000, gpu: int = 0) -> JobRequest:

@@ -65,7 +65,9 @@ def _start_in_fair_order(st: CycleState) -> None:
 def _try_start(st: CycleState, job: Job) -> None:
     admission = st.book.admit(job.team, job.demand(), may_borrow=not job.is_production)
     if not admission.ok:
-        st.reason(job, admission.reason)
+        # Borrowers further above their fair share may give way to this borrower.
+        if not (admission.pool_short and make_room(st, job, admission)):
+            st.reason(job, admission.reason)
         return
     gang = job.gang()
     if not admission.reclaim:

@@ -28,6 +28,7 @@ class Admission:
     ok: bool
     borrows: bool = False
     reclaim: bool = False  # within nominal, but the team's idle quota is lent out
+    pool_short: bool = False  # refused only because others borrowed all idle quota
     reason: str = ""
 
 
@@ -122,6 +123,7 @@ class QuotaBook:
             idle = ", ".join(f"{NAMES[r]} {_fmt(max(0.0, self.pool[r]))} lendable" for r in short)
             return Admission(
                 ok=False,
+                pool_short=True,
                 reason=f"team quota exhausted: {exhausted}; no idle quota to borrow ({idle})",
             )
         return Admission(ok=True, borrows=True)

@@ -1,7 +1,7 @@
 """Making room for a blocked pending job: evict, shrink, then preempt.
 
 Victims, in the order they are taken:
-1. for a GPU job: CPU-only jobs sitting on GPU nodes (they had CPU nodes to go to);
+1. for a GPU job: CPU-only jobs sitting on GPU nodes on borrowed quota;
 2. elastic jobs above their minimum, most-fulfilled first (one worker at a time);
 3. (reclaim only) jobs running on borrowed quota, lowest priority and most recently
    started first.
@@ -88,7 +88,12 @@ def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
         ]
         cpu_on_gpu.sort(key=lambda rj: (rj.job.weight, -(rj.job.started_at or 0), -rj.job.id))
         for rj in cpu_on_gpu:
-            if not rj.gone and _eligible(st, rj, job, reclaim, key):
+            # Only work beyond its team's nominal quota is evicted for a GPU job.
+            if (
+                not rj.gone
+                and st.book.is_borrowing(rj.job.team)
+                and _eligible(st, rj, job, reclaim, key)
+            ):
                 yield _preempt_unit(st, rj)
     heap = [
         (-rj.workers / rj.job.workers_max, rj.job.id, rj)
@@ -141,7 +146,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     if st.make_room_attempts >= cfg.max_make_room_attempts:
         return False
     st.make_room_attempts += 1
-    reclaim = not admission.borrows
+    reclaim = admission.ok and not admission.borrows
     may_borrow = not job.is_production
     gang = job.gang()
     demand = job.demand()

@@ -65,6 +65,7 @@ class CycleState:
         running: dict[int, RunningJob] = {}
         pending: list[Job] = []
         now = snapshot.now
+        team_used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         for job in snapshot.jobs:
             book.ensure(job.team)
             if job.state == PENDING:
@@ -75,20 +76,25 @@ class CycleState:
             if job.state != RUNNING:
                 continue  # STOPPING: its tasks hold capacity until they are gone
             active = [t for t in job.tasks if not t.stopping]
+            acc = team_used[job.team]
             for t in active:
-                book.add(job.team, t.resources)
+                acc[0] += t.resources.cpu
+                acc[1] += t.resources.memory_mb
+                acc[2] += t.resources.gpu
             frozen = (
                 job.last_rescale_time is not None
                 and now < job.last_rescale_time + job.freeze_seconds
             )
             running[job.id] = RunningJob(
                 job=job,
-                tasks=sorted(active, key=lambda t: (t.role, t.index)),
+                tasks=active,
                 next_worker_index=1
                 + max((t.index for t in job.tasks if t.role == WORKER), default=-1),
                 workers=sum(1 for t in active if t.role == WORKER),
                 frozen=frozen,
             )
+        for team, acc in sorted(team_used.items()):
+            book.add(team, Resources(*acc))
         pending_ids = {j.id: j for j in pending}
         reservations: dict[int, list[Reservation]] = defaultdict(list)
         for r in snapshot.reservations:

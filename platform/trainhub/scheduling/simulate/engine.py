@@ -59,20 +59,25 @@ class SimJob:
     version: int = 0
     end: float | None = None
 
-    @property
-    def workers(self) -> int:
-        return sum(1 for t in self.tasks if t.role == WORKER)
+    # Derived from `tasks`; refreshed by set_tasks().
+    workers: int = 0
+    rate: float = 1.0
+    held: Resources = field(default_factory=Resources)
 
-    @property
-    def rate(self) -> float:
-        return (self.workers / self.trace.workers_min) ** SPEEDUP_EXPONENT
+    vruntime_rate: float = 0.0  # vruntime accrued per second at the current size
+    job_cache: Job | None = None  # the snapshot's view while running; None when stale
 
-    @property
-    def held(self) -> Resources:
+    def set_tasks(self, tasks: list[Task], capacity: Resources) -> None:
+        self.tasks = tasks
+        self.job_cache = None
+        self.workers = sum(1 for t in tasks if t.role == WORKER)
+        self.rate = max(1, self.workers) / self.trace.workers_min
+        self.rate **= SPEEDUP_EXPONENT
         total = Resources()
-        for t in self.tasks:
+        for t in tasks:
             total = total + t.resources
-        return total
+        self.held = total
+        self.vruntime_rate = vruntime_increment(total, capacity, 1.0, self.trace.priority)
 
 
 @dataclass
@@ -84,6 +89,9 @@ class Simulator:
     freeze_seconds: float = 120.0
     interval_s: float = 0.0
     check: bool = False  # verify no node is over-committed after every cycle (tests)
+    # Filled by run(): first start and end time of every job.
+    started: dict[int, float] = field(default_factory=dict, init=False)
+    ended: dict[int, float] = field(default_factory=dict, init=False)
 
     def run(self) -> Report:
         cap = self.cluster.capacity
@@ -125,9 +133,11 @@ class Simulator:
                 elif kind == "finish":
                     sj = jobs[job_id]
                     if sj.version == version and sj.state == RUNNING:
-                        sj.state, sj.end, sj.tasks, sj.work_left = "done", now, [], 0.0
+                        sj.state, sj.end, sj.work_left = "done", now, 0.0
+                        sj.set_tasks([], self.cluster.capacity)
                         del active[job_id]
                         rec.finished(sj)
+                        self.ended[job_id] = now
                 else:
                     ticks.discard(now)
             snapshot = self._snapshot(now, active, reservations)
@@ -154,6 +164,7 @@ class Simulator:
         dt = t1 - t0
         if dt <= 0:
             return
+        per_team: dict[str, list[float]] = {}
         for sj in active.values():
             if sj.state != RUNNING:
                 continue
@@ -167,8 +178,16 @@ class Simulator:
             boundary = sj.run_since + k * CHECKPOINT_EVERY_S
             if k >= 1 and boundary > t0:
                 sj.checkpoint_left = max(0.0, left_at_t0 - rate * max(0.0, boundary - start))
-            sj.vruntime += vruntime_increment(sj.held, cap, dt, sj.trace.priority)
-        rec.advance(active, t0, t1)
+            sj.vruntime += sj.vruntime_rate * dt
+            held = sj.held
+            acc = per_team.get(sj.trace.team)
+            if acc is None:
+                per_team[sj.trace.team] = [held.cpu, held.memory_mb, held.gpu]
+            else:
+                acc[0] += held.cpu
+                acc[1] += held.memory_mb
+                acc[2] += held.gpu
+        rec.advance(per_team, t0, t1)
 
     def _next_wake(
         self,
@@ -200,27 +219,31 @@ class Simulator:
         jobs = []
         for job_id in sorted(active):
             sj = active[job_id]
+            if sj.state == RUNNING and sj.job_cache is not None:
+                jobs.append(sj.job_cache)  # running jobs' vruntime does not order anything
+                continue
             t = sj.trace
-            jobs.append(
-                Job(
-                    id=job_id,
-                    team=t.team,
-                    priority=t.priority,
-                    state=sj.state,
-                    submit_time=t.submit_time_s,
-                    worker=sj.worker,
-                    workers_min=t.workers_min,
-                    workers_max=t.workers_max,
-                    ps_count=t.ps,
-                    ps=sj.ps,
-                    freeze_seconds=self.freeze_seconds,
-                    tasks=tuple(sj.tasks),
-                    vruntime=sj.vruntime,
-                    last_rescale_time=sj.last_rescale,
-                    started_at=sj.started_at,
-                    pending_since=sj.pending_since,
-                )
+            job = Job(
+                id=job_id,
+                team=t.team,
+                priority=t.priority,
+                state=sj.state,
+                submit_time=t.submit_time_s,
+                worker=sj.worker,
+                workers_min=t.workers_min,
+                workers_max=t.workers_max,
+                ps_count=t.ps,
+                ps=sj.ps,
+                freeze_seconds=self.freeze_seconds,
+                tasks=tuple(sj.tasks),
+                vruntime=sj.vruntime,
+                last_rescale_time=sj.last_rescale,
+                started_at=sj.started_at,
+                pending_since=sj.pending_since,
             )
+            if sj.state == RUNNING:
+                sj.job_cache = job
+            jobs.append(job)
         return Snapshot(
             now, self.cluster.nodes, self.cluster.teams, tuple(jobs), reservations, self.config
         )
@@ -231,37 +254,54 @@ class Simulator:
         changed: dict[int, SimJob] = {}
         for p in d.preemptions:
             sj = jobs[p.job_id]
-            sj.state, sj.tasks = PENDING, []
+            sj.state = PENDING
+            sj.set_tasks([], self.cluster.capacity)
             sj.work_left = sj.checkpoint_left
             sj.pending_since = now
             sj.version += 1
             rec.preempted(sj)
         for r in d.remove_workers:
             sj = jobs[r.job_id]
-            sj.tasks = [t for t in sj.tasks if not (t.role == WORKER and t.index == r.index)]
+            sj.set_tasks(
+                [t for t in sj.tasks if not (t.role == WORKER and t.index == r.index)],
+                self.cluster.capacity,
+            )
             sj.last_rescale = now
+            sj.job_cache = None
             changed[sj.trace.job_id] = sj
             rec.resized()
         for s in d.starts:
             sj = jobs[s.job_id]
             sj.state = RUNNING
-            sj.tasks = [Task(p.role, p.index, p.node_id, p.resources, p.borrowed) for p in s.tasks]
+            sj.set_tasks(
+                [Task(p.role, p.index, p.node_id, p.resources, p.borrowed) for p in s.tasks],
+                self.cluster.capacity,
+            )
             sj.run_since = now
             sj.checkpoint_left = sj.work_left
             sj.stall_until = now + (RESTART_COST_S if sj.restarts else 0.0)
             sj.restarts += 1
             if sj.started_at is None:
                 rec.first_start(sj, now)
+                self.started[s.job_id] = now
             sj.started_at = now
             sj.last_rescale = now
+            sj.job_cache = None
             changed[sj.trace.job_id] = sj
         for a in d.add_workers:
             sj = jobs[a.job_id]
             placed = a.task
-            sj.tasks.append(
-                Task(placed.role, placed.index, placed.node_id, placed.resources, placed.borrowed)
+            sj.set_tasks(
+                [
+                    *sj.tasks,
+                    Task(
+                        placed.role, placed.index, placed.node_id, placed.resources, placed.borrowed
+                    ),
+                ],
+                self.cluster.capacity,
             )
             sj.last_rescale = now
+            sj.job_cache = None
             changed[sj.trace.job_id] = sj
             rec.resized()
         for sj in changed.values():

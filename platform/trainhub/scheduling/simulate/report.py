@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trainhub.scheduling.policy import RUNNING, Resources
+from trainhub.scheduling.policy import Resources
 
 from .inputs import Cluster
 
@@ -99,17 +99,12 @@ class Recorder:
     def resized(self) -> None:
         self.resizes += 1
 
-    def advance(self, active: Mapping[int, SimJob], t0: float, t1: float) -> None:
+    def advance(self, per_team: Mapping[str, list[float]], t0: float, t1: float) -> None:
+        """Account [t0, t1) with `per_team` resources (cpu, memory_mb, gpu) held."""
         dt = t1 - t0
-        per_team: dict[str, list[float]] = {}
-        for sj in active.values():
-            if sj.state != RUNNING:
-                continue
-            held = sj.held.as_tuple()
-            acc = per_team.setdefault(sj.trace.team, [0.0, 0.0, 0.0])
+        for used in per_team.values():
             for r in range(3):
-                acc[r] += held[r]
-                self.used_integral[r] += held[r] * dt
+                self.used_integral[r] += used[r] * dt
         for name, stats in self.teams.items():
             if stats.waiting <= 0:
                 continue

@@ -1,0 +1,1 @@
+"""Converters from public cluster traces to the simulator's CLUSTER.yaml and TRACE.csv."""

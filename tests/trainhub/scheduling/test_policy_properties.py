@@ -1,0 +1,185 @@
+"""Invariants of the fair-share policy over random clusters, quotas and job mixes."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from trainhub.scheduling.policy import (
+    COORDINATOR,
+    LOST,
+    PENDING,
+    PRIORITY_WEIGHTS,
+    PS,
+    READY,
+    RUNNING,
+    UNLIMITED,
+    WORKER,
+    Decisions,
+    Job,
+    Node,
+    Resources,
+    Snapshot,
+    Team,
+    schedule,
+)
+
+from .driver import apply
+
+EPS = 1e-6
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Snapshot:
+    """A cluster with teams and a mix of pending jobs (the policy places them over cycles)."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(rng.randint(1, 8)):
+        gpus = rng.choice([0, 0, 2, 4, 8])
+        state = rng.choices([READY, "cordoned", LOST], weights=[8, 1, 1])[0]
+        nodes.append(Node(i + 1, Resources(rng.choice([8, 16, 32]), 65536, gpus), state=state))
+    total = Resources()
+    for n in nodes:
+        total = total + n.capacity
+
+    def maybe_limit() -> Resources:
+        if rng.random() < 0.4:
+            return UNLIMITED
+        return Resources(rng.choice([0, 4, 8, math.inf]), math.inf, rng.choice([0, 1, 4]))
+
+    teams = []
+    n_teams = rng.randint(1, 4)
+    for t in range(n_teams):
+        share = rng.choice([0.0, 0.25, 0.5]) if t else 0.5
+        teams.append(Team(f"t{t}", total.times(share), maybe_limit(), maybe_limit()))
+    jobs = []
+    for j in range(rng.randint(1, 25)):
+        gpu = rng.random() < 0.4
+        mn = rng.randint(1, 3)
+        jobs.append(
+            Job(
+                id=j + 1,
+                team=f"t{rng.randrange(n_teams)}",
+                priority=rng.choice(list(PRIORITY_WEIGHTS)),
+                state=PENDING,
+                submit_time=float(rng.randint(0, 50)),
+                worker=Resources(rng.choice([1, 2, 4]), 4096, 1 if gpu else 0),
+                workers_min=mn,
+                workers_max=mn + rng.choice([0, 0, 1, 3]),
+                ps_count=rng.choice([0, 0, 1, 2]),
+                ps=Resources(1, 2048),
+                coordinator=rng.choice([Resources(), Resources(0.5, 1024)]),
+                freeze_seconds=rng.choice([0, 30, 100]),
+            )
+        )
+    return Snapshot(0.0, tuple(nodes), tuple(teams), tuple(jobs))
+
+
+def _check_cycle(before: Snapshot, d: Decisions, after: Snapshot) -> None:
+    jobs = {j.id: j for j in before.jobs}
+    nodes = {n.id: n for n in before.nodes}
+    # Every pending job either starts or has a reason; gangs start whole.
+    started = {s.job_id: s for s in d.starts}
+    for j in before.jobs:
+        if j.state == PENDING and j.id not in started:
+            assert d.pending_reasons.get(j.id), f"job {j.id} waits without a reason"
+    for s in d.starts:
+        j = jobs[s.job_id]
+        assert j.state == PENDING
+        roles = sorted((t.role, t.index) for t in s.tasks)
+        expected = sorted(
+            ([(COORDINATOR, 0)] if not j.coordinator.is_zero else [])
+            + [(PS, i) for i in range(j.ps_count)]
+            + [(WORKER, i) for i in range(j.workers_min)]
+        )
+        assert roles == expected
+    # Nothing new on cordoned or lost nodes; GPU work only on GPU nodes.
+    new = [t for s in d.starts for t in s.tasks] + [a.task for a in d.add_workers]
+    for t in new:
+        assert nodes[t.node_id].state == READY
+        if t.resources.gpu:
+            assert nodes[t.node_id].has_gpus
+    # Production is never preempted, never shrunk and never borrows.
+    for p in d.preemptions:
+        assert not jobs[p.job_id].is_production
+    for r in d.remove_workers:
+        assert not jobs[r.job_id].is_production
+    for t in [t for s in d.starts for t in s.tasks if jobs[s.job_id].is_production]:
+        assert not t.borrowed
+    # Nothing resized inside its freeze window.
+    for job_id in {a.job_id for a in d.add_workers} | {r.job_id for r in d.remove_workers}:
+        j = jobs[job_id]
+        assert j.last_rescale_time is None or before.now >= j.last_rescale_time + j.freeze_seconds
+        assert j.workers_min <= _workers_after(after, job_id) <= j.workers_max
+    _check_capacity_and_quota(after)
+
+
+def _workers_after(snap: Snapshot, job_id: int) -> int:
+    j = next(j for j in snap.jobs if j.id == job_id)
+    return sum(1 for t in j.tasks if t.role == WORKER)
+
+
+def _check_capacity_and_quota(snap: Snapshot) -> None:
+    used: dict[int, Resources] = defaultdict(Resources)
+    team_used: dict[str, Resources] = defaultdict(Resources)
+    for j in snap.jobs:
+        for t in j.tasks:
+            used[t.node_id] = used[t.node_id] + t.resources
+            team_used[j.team] = team_used[j.team] + t.resources
+    for n in snap.nodes:
+        assert used[n.id].fits_in(n.capacity), f"node {n.id} over-committed"
+    capacity = Resources()
+    for n in snap.nodes:
+        if n.state != LOST:
+            capacity = capacity + n.capacity
+    # No team above nominal + borrowing limit; no lender above its lending limit: what is
+    # borrowed fits in the idle quota lenders may lend plus capacity no quota covers.
+    teams = {t.name: t for t in snap.teams}
+    for r in range(3):
+        cap = capacity.as_tuple()[r]
+        nominal_total = sum(t.nominal.as_tuple()[r] for t in snap.teams)
+        borrowed = lendable = 0.0
+        for name, t in teams.items():
+            u, nom = team_used[name].as_tuple()[r], t.nominal.as_tuple()[r]
+            assert u <= nom + t.borrowing_limit.as_tuple()[r] + EPS
+            borrowed += max(0.0, u - nom)
+            lendable += min(t.lending_limit.as_tuple()[r], max(0.0, nom - u))
+        for name, res in team_used.items():
+            if name not in teams:
+                borrowed += res.as_tuple()[r]
+        assert borrowed <= lendable + max(0.0, cap - nominal_total) + EPS
+
+
+@SETTINGS
+@given(clusters(), st.randoms(use_true_random=False))
+def test_invariants_hold_over_cycles(snap: Snapshot, rng: random.Random) -> None:
+    now = 0.0
+    for _ in range(6):
+        d = schedule(snap)
+        assert schedule(snap) == d, "the same snapshot must give the same decisions"
+        after = apply(snap, d, now)
+        _check_cycle(snap, d, after)
+        # Time passes: some running jobs finish, later submissions arrive.
+        now += rng.choice([1.0, 40.0, 120.0])
+        jobs = tuple(j for j in after.jobs if not (j.state == RUNNING and rng.random() < 0.2))
+        snap = replace(after, now=now, jobs=jobs)
+
+
+@SETTINGS
+@given(clusters())
+def test_decisions_do_not_depend_on_the_order_of_the_snapshot(snap: Snapshot) -> None:
+    first = schedule(snap)
+    snap = apply(snap, first, 0.0)
+    snap = replace(snap, now=200.0)
+    shuffled = replace(
+        snap,
+        jobs=tuple(reversed(snap.jobs)),
+        teams=tuple(reversed(snap.teams)),
+    )
+    assert schedule(shuffled) == schedule(snap)
