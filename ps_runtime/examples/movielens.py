@@ -161,19 +161,54 @@ def evaluate(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable,
     return float(np.sqrt(np.mean((pred - t.ratings) ** 2)))
 
 
+def eval_shard(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, mean: float,
+               shard: int, num_shards: int) -> dict[str, float]:
+    """Squared error and count over one shard of the test set (for inline evaluation)."""
+    t = dataset.test.take(np.arange(shard, len(dataset.test), num_shards))
+    pred = np.clip(predict(users.lookup(t.users), items.lookup(t.items), mean), 1.0, 5.0)
+    return {"sse": float(np.sum((pred - t.ratings) ** 2)), "count": float(len(t))}
+
+
+def evaluate_checkpoints(checkpoint_dir: str, data: str | None = None, test: str | None = None,
+                         dim: int = 32, seed: int = 0, poll_seconds: float = 10.0,
+                         until_step: int | None = None) -> dict[str, Any]:
+    """Sidecar: report `checkpoint_rmse` for each new checkpoint of a MovieLens job."""
+    from ps_runtime.evaluation import EvaluationLoop
+
+    dataset = load_dataset(data, test, seed)
+    mean = float(np.mean(dataset.train.ratings))
+
+    def build(strategy: ParameterServerStrategy) -> tuple[EmbeddingTable, EmbeddingTable]:
+        # Same optimizer as training: a restore brings its slots back.
+        return (strategy.create_table("mf/users", dim + 1, optimizer=Adagrad()),
+                strategy.create_table("mf/items", dim + 1, optimizer=Adagrad()))
+
+    def rmse(tables: tuple[EmbeddingTable, EmbeddingTable]) -> dict[str, float]:
+        return {"checkpoint_rmse": evaluate(dataset, tables[0], tables[1], mean)}
+
+    loop = EvaluationLoop(checkpoint_dir, build, rmse)
+    stop = threading.Event()
+    while not stop.is_set():
+        loop.run_once()
+        if until_step is not None and until_step in loop.evaluated.values():
+            break
+        stop.wait(poll_seconds)
+    return {"evaluated": sorted(loop.evaluated.values())}
+
+
 def train(data: str | None = None, test: str | None = None, epochs: int = 15, dim: int = 32,
           lr: float = 0.05, batch_size: int = 512, seed: int = 0, l2: float = 0.1,
           bias_l2: float = 0.02, init_std: float = 0.01, report_every: int = 20,
-          checkpoint_every_seconds: float | None = None,
+          checkpoint_every_seconds: float | None = None, checkpoint_dir: str | None = None,
           cluster: ClusterResolver | None = None) -> dict[str, Any]:
     """Train biased MF on the PS cluster and return the final metrics.
 
     Uses TRAINHUB_CLUSTER when set (agent or launcher), `cluster` when given, and
     otherwise an in-process cluster of one PS and one worker. Reports `train_loss`
     every `report_every` batches and `test_rmse` after each epoch. With a checkpoint
-    directory (TRAINHUB_CHECKPOINT_DIR) it resumes from the newest checkpoint and saves
-    at epoch ends, at most every `checkpoint_every_seconds` (default: the environment's
-    TRAINHUB_CHECKPOINT_EVERY_SECONDS or 300) and after the last epoch.
+    directory (`checkpoint_dir`, default TRAINHUB_CHECKPOINT_DIR) it resumes from the
+    newest checkpoint and saves at epoch ends, at most every `checkpoint_every_seconds`
+    (default: TRAINHUB_CHECKPOINT_EVERY_SECONDS or 300), and after the last epoch.
     """
     import os
 
@@ -182,13 +217,14 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
         if os.environ.get("TRAINHUB_CLUSTER"):
             cluster = ClusterResolver()
         else:
-            local = LocalCluster(num_ps=1, num_workers=1)
+            local = LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=checkpoint_dir)
             cluster = local.resolver
     strategy = ParameterServerStrategy(cluster)
     coordinator = ClusterCoordinator(strategy)
     try:
         return _train(strategy, coordinator, data, test, epochs, dim, lr, batch_size, seed,
-                      l2, bias_l2, init_std, report_every, checkpoint_every_seconds)
+                      l2, bias_l2, init_std, report_every,
+                      CheckpointManager(strategy, checkpoint_dir, checkpoint_every_seconds))
     finally:
         coordinator.shutdown()
         strategy.close()
@@ -199,7 +235,7 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
 def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
            data: str | None, test: str | None, epochs: int, dim: int, lr: float,
            batch_size: int, seed: int, l2: float, bias_l2: float, init_std: float,
-           report_every: int, checkpoint_every_seconds: float | None) -> dict[str, Any]:
+           report_every: int, checkpoints: CheckpointManager) -> dict[str, Any]:
     dataset = load_dataset(data, test, seed)
     mean = float(np.mean(dataset.train.ratings))
     optimizer = Adagrad(learning_rate=lr)
@@ -209,7 +245,6 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         items = strategy.create_table("mf/items", dim + 1, initializer=init, optimizer=optimizer)
     per_worker_data = coordinator.create_per_worker_dataset(load_dataset, data, test, seed)
     steps_per_epoch = math.ceil(len(dataset.train) / batch_size)
-    checkpoints = CheckpointManager(strategy, every_seconds=checkpoint_every_seconds)
     # Checkpoints are taken at epoch ends, so a resumed run starts at an epoch boundary.
     step = checkpoints.restore_or_initialize()
     first_epoch = step // steps_per_epoch
