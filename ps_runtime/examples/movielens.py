@@ -1,10 +1,8 @@
 """Biased matrix factorization on MovieLens, trained on the PS runtime.
 
-Model: ŷ = μ + b_u + b_i + <p_u, q_i>. Each user (item) row on the PS holds
-[p_u, b_u] (dim + 1 floats), so one pull and one push per table per batch serve
-both the factors and the bias. Loss per batch of B ratings:
-mean (ŷ - r)² + λ·mean(‖p_u‖² + ‖q_i‖²) + λ_b·mean(b_u² + b_i²), gradients derived
-by hand below, Adagrad on the PS.
+The model and its hand-derived gradients are `ps_runtime.models.mf`; the user and item
+tables live on the PS shards with Adagrad applied there. This module reads the data,
+drives the coordinator, evaluates, reports and checkpoints.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ import ps_runtime
 from ps_runtime.checkpoint_manager import CheckpointManager
 from ps_runtime.cluster import ClusterResolver, LocalCluster
 from ps_runtime.coordinator import ClusterCoordinator, RemoteValue
+from ps_runtime.models.mf import loss_and_gradients, predict
 from ps_runtime.optimizers import Adagrad
 from ps_runtime.strategy import ParameterServerStrategy
 from ps_runtime.variables import EmbeddingTable
@@ -116,29 +115,6 @@ def load_dataset(data: str | None, test: str | None, seed: int) -> Dataset:
     order = np.random.default_rng(seed).permutation(len(ratings))
     cut = round(0.8 * len(ratings))
     return Dataset(ratings.take(order[:cut]), ratings.take(order[cut:]), seed)
-
-
-def predict(users: np.ndarray, items: np.ndarray, mean: float) -> np.ndarray:
-    """ŷ from gathered rows [p, b] of users and items."""
-    return mean + users[:, -1] + items[:, -1] + np.einsum("ij,ij->i", users[:, :-1],
-                                                          items[:, :-1])
-
-
-def loss_and_gradients(u: np.ndarray, v: np.ndarray, r: np.ndarray, mean: float, l2: float,
-                       bias_l2: float) -> tuple[float, np.ndarray, np.ndarray]:
-    """Batch loss and its gradients with respect to each gathered user and item row."""
-    n = len(r)
-    err = predict(u, v, mean) - r
-    loss = (np.mean(err * err) + l2 * np.mean(np.sum(u[:, :-1] ** 2 + v[:, :-1] ** 2, axis=1))
-            + bias_l2 * np.mean(u[:, -1] ** 2 + v[:, -1] ** 2))
-    scale = 2.0 / n
-    gu = np.empty_like(u)
-    gv = np.empty_like(v)
-    gu[:, :-1] = scale * (err[:, None] * v[:, :-1] + l2 * u[:, :-1])
-    gv[:, :-1] = scale * (err[:, None] * u[:, :-1] + l2 * v[:, :-1])
-    gu[:, -1] = scale * (err + bias_l2 * u[:, -1])
-    gv[:, -1] = scale * (err + bias_l2 * v[:, -1])
-    return float(loss), gu, gv
 
 
 def train_step(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, epoch: int,

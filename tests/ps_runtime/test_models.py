@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from ps_runtime.examples.movielens import loss_and_gradients as mf_loss_and_gradients
 from ps_runtime.models import logistic, wide_deep
+from ps_runtime.models.mf import loss_and_gradients as mf_loss_and_gradients
 
 EPS = 1e-6
 
