@@ -5,8 +5,9 @@
 For each shard count, starts that many PS processes (`python -m ps_runtime.task`),
 creates one float32 variable of `--mib` MiB (sliced into one part per shard), and
 times `Variable.read()` (pull) and `Variable.push_gradient()` (push, SGD applied on
-the PS). In the same run it starts as many raw grpcio servers (this file with
---raw-server: bytes in, bytes out, no numpy, no PS logic) and times moving the same
+the PS). In the same run, interleaved round-robin with those, it starts as many raw
+grpcio servers (this file with --raw-server: bytes in, bytes out, no numpy, no PS
+logic) and times moving the same
 bytes one way, split over the servers concurrently: a unary call and streams of 1, 2
 and 4 MiB chunks, both directions; `raw_mb_s` is the best of those. Prints one JSON
 line per shard count: shards, pull_mb_s, push_mb_s, raw_mb_s, ratio = min(pull,
@@ -31,12 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MIB = 1 << 20
-RAW_OPTIONS = [("grpc.max_send_message_length", 256 * MIB),
-               ("grpc.max_receive_message_length", 256 * MIB)]
+RAW_OPTIONS = [
+    ("grpc.max_send_message_length", 256 * MIB),
+    ("grpc.max_receive_message_length", 256 * MIB),
+]
 RAW_METHODS = ("/raw.Raw/Get", "/raw.Raw/GetStream", "/raw.Raw/Put")
 
 
 # ------------------------------------------------------------------ raw grpcio server
+
 
 def raw_server(port: int) -> None:
     """Serve raw bytes: Get (unary), GetStream (chunks), Put (stream in, size out)."""
@@ -63,11 +67,14 @@ def raw_server(port: int) -> None:
     def put(request_iterator: Iterator[bytes], context: Any) -> bytes:
         return str(sum(len(b) for b in request_iterator)).encode()
 
-    handler = grpc.method_handlers_generic_handler("raw.Raw", {
-        "Get": grpc.unary_unary_rpc_method_handler(get),
-        "GetStream": grpc.unary_stream_rpc_method_handler(get_stream),
-        "Put": grpc.stream_unary_rpc_method_handler(put),
-    })
+    handler = grpc.method_handlers_generic_handler(
+        "raw.Raw",
+        {
+            "Get": grpc.unary_unary_rpc_method_handler(get),
+            "GetStream": grpc.unary_stream_rpc_method_handler(get_stream),
+            "Put": grpc.stream_unary_rpc_method_handler(put),
+        },
+    )
     server = grpc.server(futures.ThreadPoolExecutor(4), options=RAW_OPTIONS)
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port(f"127.0.0.1:{port}")
@@ -76,25 +83,14 @@ def raw_server(port: int) -> None:
     server.wait_for_termination()
 
 
-def time_median(fn: Callable[[], Any], iters: int, warmup: int = 2) -> float:
-    """Median wall seconds of `fn` over `iters` runs after `warmup` runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def raw_rates(ports: list[int], total: int, iters: int) -> dict[str, float]:
-    """MB/s of each raw method moving `total` bytes split over the servers at `ports`."""
+def raw_methods(ports: list[int], total: int) -> tuple[dict[str, Callable[[], None]],
+                                                      Callable[[], None]]:
+    """Raw transfers of `total` bytes split over the servers at `ports`, and a closer."""
     import grpc
 
     channels = [grpc.insecure_channel(f"127.0.0.1:{p}", options=RAW_OPTIONS) for p in ports]
     for c in channels:
-        grpc.channel_ready_future(c).result(timeout=30)
+        grpc.channel_ready_future(c).result(timeout=120)
     share = total // len(ports)
     pool = ThreadPoolExecutor(len(ports))
     get = [c.unary_unary(RAW_METHODS[0]) for c in channels]
@@ -105,7 +101,10 @@ def raw_rates(ports: list[int], total: int, iters: int) -> dict[str, float]:
     unary_payload = b"\x02" * share
 
     def fan_out(call: Callable[[int], Any]) -> Callable[[], None]:
-        return lambda: list(pool.map(call, range(len(ports))))
+        def run() -> None:
+            list(pool.map(call, range(len(ports))))
+
+        return run
 
     methods: dict[str, Callable[[], None]] = {
         "unary_down": fan_out(lambda i: get[i](str(share).encode())),
@@ -116,18 +115,40 @@ def raw_rates(ports: list[int], total: int, iters: int) -> dict[str, float]:
         methods[f"stream{mib}_down"] = fan_out(
             lambda i, chunk=chunk: sum(len(b) for b in get_stream[i](f"{share},{chunk}".encode())))
         methods[f"stream{mib}_up"] = fan_out(lambda i, pieces=pieces: put[i](iter(pieces)))
-    rates = {name: total / time_median(fn, iters) / 1e6 for name, fn in methods.items()}
-    pool.shutdown()
-    for c in channels:
-        c.close()
-    return rates
+
+    def close() -> None:
+        pool.shutdown()
+        for c in channels:
+            c.close()
+
+    return methods, close
+
+
+def interleaved_medians(methods: dict[str, Callable[[], Any]], iters: int,
+                        warmup: int = 2) -> dict[str, float]:
+    """Median seconds per method, running the methods round-robin so load drifts
+    (the machine is shared) hit all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    for i in range(warmup + iters):
+        for name, fn in methods.items():
+            start = time.perf_counter()
+            fn()
+            if i >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 # ------------------------------------------------------------------------ PS side
 
+
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
@@ -148,12 +169,18 @@ def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
     procs = []
     try:
         for i, port in enumerate(ps_ports):
-            env = dict(base_env, TRAINHUB_ROLE="ps", TRAINHUB_TASK_INDEX=str(i),
-                       TRAINHUB_BIND=f"127.0.0.1:{port}", TRAINHUB_JOB_TOKEN=token)
+            env = dict(
+                base_env,
+                TRAINHUB_ROLE="ps",
+                TRAINHUB_TASK_INDEX=str(i),
+                TRAINHUB_BIND=f"127.0.0.1:{port}",
+                TRAINHUB_JOB_TOKEN=token,
+            )
             procs.append(start(["-m", "ps_runtime.task"], env))
         for port in raw_ports:
-            procs.append(start([str(Path(__file__).resolve()), "--raw-server", str(port)],
-                               base_env))
+            procs.append(
+                start([str(Path(__file__).resolve()), "--raw-server", str(port)], base_env)
+            )
         addresses = [f"127.0.0.1:{p}" for p in ps_ports]
         for a in addresses:
             deadline = time.monotonic() + 60
@@ -162,29 +189,40 @@ def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
                     raise TimeoutError(f"PS at {a} did not start")
                 time.sleep(0.1)
         total = mib * MIB
-        raw = raw_rates(raw_ports, total, iters)
-
+        methods, close_raw = raw_methods(raw_ports, total)
         strategy = ParameterServerStrategy(
             ClusterResolver(addresses, ["127.0.0.1:1"], token),
-            variable_partitioner=fixed_shards_partitioner(shards))
+            variable_partitioner=fixed_shards_partitioner(shards),
+        )
         strategy.ps_client.chunk_bytes = int(chunk_mib * MIB)
-        v = strategy.create_variable("v", (total // 4 // 1024, 1024), "float32",
-                                     optimizer=SGD(learning_rate=0.001))
+        v = strategy.create_variable(
+            "v", (total // 4 // 1024, 1024), "float32", optimizer=SGD(learning_rate=0.001)
+        )
         grad = np.ones(v.shape, np.float32)
-        pull_s = time_median(v.read, iters)
-        push_s = time_median(lambda: v.push_gradient(grad), iters)
+        methods["ps_pull"] = v.read
+        methods["ps_push"] = lambda: v.push_gradient(grad)
+        seconds = interleaved_medians(methods, iters)
+        close_raw()
         strategy.close()
     finally:
         for p in procs:
             p.terminate()
         for p in procs:
             p.wait(timeout=15)
-    pull, push = total / pull_s / 1e6, total / push_s / 1e6
+    pull, push = total / seconds.pop("ps_pull") / 1e6, total / seconds.pop("ps_push") / 1e6
+    raw = {name: total / s / 1e6 for name, s in seconds.items()}
     best = max(raw.values())
-    return {"shards": shards, "pull_mb_s": round(pull, 1), "push_mb_s": round(push, 1),
-            "raw_mb_s": round(best, 1), "ratio": round(min(pull, push) / best, 3),
-            "bytes": total, "iters": iters, "chunk_mib": chunk_mib,
-            "raw_by_method_mb_s": {k: round(r, 1) for k, r in raw.items()}}
+    return {
+        "shards": shards,
+        "pull_mb_s": round(pull, 1),
+        "push_mb_s": round(push, 1),
+        "raw_mb_s": round(best, 1),
+        "ratio": round(min(pull, push) / best, 3),
+        "bytes": total,
+        "iters": iters,
+        "chunk_mib": chunk_mib,
+        "raw_by_method_mb_s": {k: round(r, 1) for k, r in raw.items()},
+    }
 
 
 def main() -> None:
@@ -192,8 +230,9 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--chunk-mib", type=float, default=2.0,
-                        help="chunk size of the PS client's streams")
+    parser.add_argument(
+        "--chunk-mib", type=float, default=2.0, help="chunk size of the PS client's streams"
+    )
     parser.add_argument("--raw-server", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_server:

@@ -22,11 +22,12 @@ from typing import Any
 import grpc
 import numpy as np
 
-from ps_runtime import rpc, sharding
+from ps_runtime import chunks, rpc, sharding
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_spec, encode_tensor, wire_dtype
 
 Spec = tuple[str, Mapping[str, float]]
+_SERVICE = "/trainhub.ps.ParameterServer"
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 PUSH_ATTEMPTS = 3
 
@@ -46,6 +47,19 @@ class PendingRows:
             self._out[pos] = decode_tensor(fut.result())
         self._parts = []
         return self._out if self._inverse is None else self._out[self._inverse]
+
+
+class PendingDense:
+    """A dense value being pulled; `result()` waits for it."""
+
+    def __init__(self, future: Any, decode: bool) -> None:
+        self._future = future
+        self._decode = decode
+
+    def result(self) -> np.ndarray:
+        """The pulled value."""
+        value = self._future.result()
+        return decode_tensor(value) if self._decode else value
 
 
 class PendingPush:
@@ -83,6 +97,15 @@ class PSClient:
         self._metadata = rpc.auth_metadata(token)
         self._channels = [rpc.create_channel(a) for a in self.addresses]
         self._stubs = [ps_pb2_grpc.ParameterServerStub(c) for c in self._channels]
+        # The bulk streams bypass the generated message classes (see `chunks`).
+        self._pull_streams = [c.unary_stream(
+            f"{_SERVICE}/PullDenseStream",
+            request_serializer=ps_pb2.PullDenseRequest.SerializeToString,
+            response_deserializer=chunks.decode_chunk) for c in self._channels]
+        self._push_streams = [c.stream_unary(
+            f"{_SERVICE}/PushDenseStream", request_serializer=None,
+            response_deserializer=ps_pb2.PushResponse.FromString) for c in self._channels]
+        rpc.tune_allocator()
         self._pool = ThreadPoolExecutor(max_workers=2 * len(self.addresses) + 2,
                                         thread_name_prefix="ps-client")
         # Origin of this client's pushes: a retransmitted push is applied once.
@@ -157,7 +180,7 @@ class PSClient:
         return self._pull_stream(shard, name)
 
     def _pull_stream(self, shard: int, name: str) -> np.ndarray:
-        stream = self._stubs[shard].PullDenseStream(
+        stream = self._pull_streams[shard](
             ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw())
         out: np.ndarray | None = None
         flat: np.ndarray | None = None
@@ -171,9 +194,12 @@ class PSClient:
             raise RuntimeError(f"pull stream of {name!r} ended after {filled} elements")
         return out
 
-    def pull_dense_async(self, shard: int, name: str, nbytes: int = 0) -> Future[np.ndarray]:
-        """`pull_dense` in the background."""
-        return self._pool.submit(self.pull_dense, shard, name, nbytes)
+    def pull_dense_async(self, shard: int, name: str, nbytes: int = 0) -> PendingDense:
+        """`pull_dense` in the background (a gRPC future when small, else a stream thread)."""
+        if nbytes <= self.chunk_bytes:
+            return PendingDense(self._stubs[shard].PullDense.future(
+                ps_pb2.PullDenseRequest(name=name), **self._kw()), decode=True)
+        return PendingDense(self._pool.submit(self._pull_stream, shard, name), decode=False)
 
     def push_dense(self, shard: int, name: str, grad: np.ndarray) -> int:
         """Apply a gradient to a dense variable; return its new version (0 if a duplicate)."""
@@ -185,7 +211,7 @@ class PSClient:
                     req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad),
                                                   origin=origin)
                     return int(self._stubs[shard].PushDenseGrad(req, **self._kw()).version)
-                return int(self._stubs[shard].PushDenseStream(
+                return int(self._push_streams[shard](
                     self._push_chunks(name, origin, grad), **self._kw()).version)
             except grpc.RpcError as e:
                 if e.code() not in _RETRYABLE or attempt == PUSH_ATTEMPTS:
@@ -194,19 +220,18 @@ class PSClient:
         raise AssertionError("unreachable")
 
     def _push_chunks(self, name: str, origin: ps_pb2.PushOrigin,
-                     grad: np.ndarray) -> Iterator[ps_pb2.PushDenseChunk]:
+                     grad: np.ndarray) -> Iterator[bytes]:
         flat = grad.reshape(-1)
         dtype = wire_dtype(flat.dtype)
         if flat.dtype.str != dtype:
             flat = flat.astype(dtype)
         step = max(1, self.chunk_bytes // flat.dtype.itemsize)
         for start in range(0, max(flat.size, 1), step):
-            data = flat[start:start + step].tobytes()
+            piece = flat[start:start + step]
             if start == 0:
-                yield ps_pb2.PushDenseChunk(name=name, origin=origin, chunk=ps_pb2.TensorChunk(
-                    dtype=dtype, shape=grad.shape, offset=0, data=data))
+                yield chunks.encode_push_chunk(piece, 0, name, origin, dtype, grad.shape)
             else:
-                yield ps_pb2.PushDenseChunk(chunk=ps_pb2.TensorChunk(offset=start, data=data))
+                yield chunks.encode_push_chunk(piece, start)
 
     def push_dense_async(self, shard: int, name: str, grad: np.ndarray) -> Future[int]:
         """`push_dense` in the background."""

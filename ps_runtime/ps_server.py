@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from ps_runtime import checkpoint, rpc
+from ps_runtime import checkpoint, chunks, rpc
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.ps_store import ParameterStore, PartInfo, SpecMismatchError, make_spec
 from ps_runtime.tables import Lifecycle, StoredTable
-from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_tensor
+from ps_runtime.wire import chunk_view, decode_tensor, encode_tensor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -152,27 +152,27 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             request.origin, request.name,
             lambda: self.store.dense(request.name).push(decode_tensor(request.grad))))
 
-    def PullDenseStream(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+    def PullDenseStream(self, request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Serialized TensorChunks (see `chunks`): one copy from the live array per chunk."""
         var = _call(context, lambda: self.store.dense(request.name))
         chunk_bytes = int(request.chunk_bytes) or rpc.DEFAULT_CHUNK_BYTES
         if not 0 < chunk_bytes <= rpc.MAX_MESSAGE_BYTES // 2:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           f"chunk_bytes must be in (0, {rpc.MAX_MESSAGE_BYTES // 2}]")
-        dtype = var.values.dtype
-        elements = max(1, chunk_bytes // dtype.itemsize)
-        first = True
+        dtype, shape = var.values.dtype.str, var.values.shape
+        elements = max(1, chunk_bytes // var.values.dtype.itemsize)
         sent = 0
-        for offset, data in var.pull_chunks(elements):
-            sent += len(data)
-            if first:
-                yield ps_pb2.TensorChunk(dtype=dtype.str, shape=var.values.shape,
-                                         offset=offset, data=data)
-                first = False
-            else:
-                yield ps_pb2.TensorChunk(offset=offset, data=data)
+
+        def encode(data: np.ndarray, offset: int) -> bytes:
+            # The first chunk names dtype and shape; the rest only offset and bytes.
+            return chunks.encode_chunk(data, offset, dtype if offset == 0 else "", shape)
+
+        for message in var.pull_chunks(elements, encode):
+            sent += len(message)
+            yield message
         self.stats.request(bytes_out=sent)
 
-    def PushDenseStream(self, request_iterator: Iterator[Any],
+    def PushDenseStream(self, request_iterator: Iterator[chunks.PushChunk],
                         context: grpc.ServicerContext) -> Any:
         first = next(request_iterator, None)
         if first is None:
@@ -181,25 +181,32 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
         var = _call(context, lambda: self.store.dense(first.name))
         received = 0
 
-        def assemble() -> np.ndarray:
-            # The whole gradient is collected before it is applied, so a broken stream
-            # changes nothing and its retry applies exactly once.
+        def collect() -> list[tuple[int, np.ndarray]]:
+            # The whole gradient is received before any of it is applied, so a broken
+            # stream changes nothing and its retry applies exactly once. Pieces stay
+            # views of the received messages (no copy).
             nonlocal received
-            grad = np.empty(var.values.shape, dtype=var.values.dtype)
-            flat = grad.reshape(-1)
-            filled = 0
+            dtype = var.values.dtype
+            pieces = []
             for m in itertools.chain([first], request_iterator):
-                filled += decode_chunk_into(m.chunk, flat)
+                piece = chunk_view(m.chunk, dtype, var.values.size)
+                pieces.append((int(m.chunk.offset), piece))
                 received += len(m.chunk.data)
-            if filled != flat.size:
-                raise ValueError(f"push stream for {first.name!r} carried {filled} of "
-                                 f"{flat.size} elements")
-            return grad
+            pieces.sort(key=lambda p: p[0])
+            end = 0
+            for offset, piece in pieces:
+                if offset != end:
+                    break
+                end += len(piece)
+            if end != var.values.size:
+                raise ValueError(f"push stream for {first.name!r} does not cover each of "
+                                 f"its {var.values.size} elements exactly once")
+            return pieces
 
-        grad = _call(context, assemble)
+        pieces = _call(context, collect)
         self.stats.request(bytes_in=received)
         return _call(context, lambda: self._apply_once(first.origin, first.name,
-                                                       lambda: var.push(grad)))
+                                                       lambda: var.push_pieces(pieces)))
 
     # ---------------------------------------------------------------- tables
 
@@ -294,6 +301,35 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
         return ps_pb2.CheckpointResponse(path=directory, variables=count)
 
 
+class _Captured:
+    """Stands in for a server to capture the generated method-handler table."""
+
+    service = ""
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: Any) -> None:
+        self.service, self.handlers = service, dict(handlers)
+
+
+def add_servicer(servicer: ParameterServerServicer, server: grpc.Server) -> None:
+    """Register the PS service; the two bulk streams use the zero-copy codec of `chunks`."""
+    captured = _Captured()
+    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)
+    handlers = captured.handlers
+    handlers["PullDenseStream"] = grpc.unary_stream_rpc_method_handler(
+        servicer.PullDenseStream, request_deserializer=ps_pb2.PullDenseRequest.FromString,
+        response_serializer=None)  # already serialized
+    handlers["PushDenseStream"] = grpc.stream_unary_rpc_method_handler(
+        servicer.PushDenseStream, request_deserializer=chunks.decode_push_chunk,
+        response_serializer=ps_pb2.PushResponse.SerializeToString)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(captured.service, handlers),))
+    server.add_registered_method_handlers(captured.service, handlers)
+
+
 def create_ps_server(
     address: str = "127.0.0.1:0",
     *,
@@ -304,9 +340,10 @@ def create_ps_server(
     tls: rpc.TLSFiles | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start a PS shard on `address` (port 0 picks a free one); return (server, port)."""
+    rpc.tune_allocator()
     server = rpc.create_grpc_server(token, max_workers=max_workers)
     servicer = ParameterServerServicer(ParameterStore(), shard_index, checkpoint_dir)
-    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, server)
+    add_servicer(servicer, server)
     rpc.add_health_service(server)
     port = rpc.bind(server, address, tls)
     server.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,9 @@ def make_spec(
                         (name, tuple(sorted(params.items()))))
 
 
+APPLY_ELEMENTS = 1 << 18  # dense updates run over slices of this many elements
+
+
 class StoredVariable:
     """A contiguous dense numpy array (a whole variable or one part) plus its slots."""
 
@@ -81,23 +84,50 @@ class StoredVariable:
             self.pulls += 1
             return self.values.copy()
 
-    def pull_chunks(self, chunk_elements: int) -> Iterator[tuple[int, bytes]]:
-        """Yield (element offset, raw bytes) of the value, copying one chunk at a time."""
+    def pull_chunks(self, chunk_elements: int,
+                    encode: Callable[[np.ndarray, int], bytes]) -> Iterator[bytes]:
+        """Yield `encode(flat slice, element offset)` chunk by chunk, each under the lock."""
         flat = self.values.reshape(-1)
         with self.lock:
             self.pulls += 1
         for start in range(0, max(flat.size, 1), chunk_elements):
             with self.lock:  # a consistent chunk; pushes may land between chunks
-                data = flat[start:start + chunk_elements].tobytes()
-            yield start, data
+                data = encode(flat[start:start + chunk_elements], start)
+            yield data
 
     def push(self, grad: np.ndarray) -> int:
         """Apply one gradient; return the new version."""
         grad = grad.astype(self.values.dtype, copy=False)
+        if grad.shape != self.values.shape:
+            raise ValueError(f"gradient shape {grad.shape} does not match variable "
+                             f"{self.values.shape}")
+        return self.push_pieces([(0, grad.reshape(-1))])
+
+    def push_pieces(self, pieces: list[tuple[int, np.ndarray]]) -> int:
+        """Apply one gradient given as (element offset, 1-D piece) covering the value.
+
+        A streamed push arrives as pieces; applying them where they lie saves copying
+        them into one array. Elementwise optimizers run over slices of APPLY_ELEMENTS,
+        so temporaries stay small and heap-reused even for a variable of hundreds of MiB.
+        """
+        if sum(len(p) for _, p in pieces) != self.values.size:
+            raise ValueError(f"gradient pieces cover {sum(len(p) for _, p in pieces)} of "
+                             f"{self.values.size} elements")
         with self.lock:
             self.version += 1
             self.pushes += 1
-            self.optimizer.apply_dense(self.values, grad, self.slots, self.version)
+            if len(pieces) == 1 and self.values.size <= APPLY_ELEMENTS:
+                self.optimizer.apply_dense(self.values, pieces[0][1].reshape(self.values.shape),
+                                           self.slots, self.version)
+                return self.version
+            flat = self.values.reshape(-1)
+            slots = {k: v.reshape(-1) for k, v in self.slots.items()}
+            for offset, piece in pieces:
+                for s in range(0, len(piece), APPLY_ELEMENTS):
+                    dst = slice(offset + s, offset + min(s + APPLY_ELEMENTS, len(piece)))
+                    self.optimizer.apply_dense(flat[dst], piece[s:s + APPLY_ELEMENTS],
+                                               {k: v[dst] for k, v in slots.items()},
+                                               self.version)
             return self.version
 
     def nbytes(self) -> int:

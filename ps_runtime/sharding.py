@@ -44,27 +44,41 @@ class Dedup:
     """Unique ids of a batch plus what is needed to gather by and sum into them.
 
     `unique[inverse] == ids`; `order` sorts `ids`; `starts` are the first positions of
-    each run of equal ids in sorted order (for `np.add.reduceat`).
+    each run of equal ids in sorted order. Ids seen once are copied; only the runs of
+    repeated ids go through `np.add.reduceat` (whose cost is per run).
     """
 
     unique: np.ndarray
     inverse: np.ndarray
     order: np.ndarray
     starts: np.ndarray
+    single_rows: np.ndarray  # unique ids seen once: their row in `unique` ...
+    single_pos: np.ndarray  # ... and their position in the batch
+    multi_rows: np.ndarray  # unique ids seen more than once
+    multi_pos: np.ndarray  # positions of their occurrences, run by run
+    multi_starts: np.ndarray  # where each run starts in multi_pos
 
-    def sum(self, grads: np.ndarray) -> np.ndarray:
-        """Sum the gradient rows of duplicate ids: one row per unique id."""
+    def sum(self, grads: np.ndarray, per: int = 1) -> np.ndarray:
+        """Sum the gradient rows of duplicate ids: one row per unique id.
+
+        With `per` > 1, `grads` has one row per `per` consecutive positions (e.g. one
+        per example whose `per` ids all get that example's gradient).
+        """
         if len(self.order) == 0:
-            return grads
-        if len(self.starts) == len(self.order):
-            return grads[self.order]
-        return np.add.reduceat(grads[self.order], self.starts, axis=0)
+            return grads[:0]
+        out = np.empty((len(self.unique), *grads.shape[1:]), dtype=grads.dtype)
+        single = self.single_pos if per == 1 else self.single_pos // per
+        out[self.single_rows] = grads[single]
+        if len(self.multi_rows):
+            multi = self.multi_pos if per == 1 else self.multi_pos // per
+            out[self.multi_rows] = np.add.reduceat(grads[multi], self.multi_starts, axis=0)
+        return out
 
 
 def dedup(ids: np.ndarray) -> Dedup:
-    """Sort once; derive unique ids, the inverse map and run starts."""
+    """Sort once; derive unique ids, the inverse map and the runs to sum."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    order = np.argsort(ids, kind="stable")
+    order = np.argsort(ids)  # order within a run does not matter for sums
     sorted_ids = ids[order]
     new_run = np.empty(len(ids), dtype=bool)
     if len(ids):
@@ -73,7 +87,16 @@ def dedup(ids: np.ndarray) -> Dedup:
     starts = np.flatnonzero(new_run)
     inverse = np.empty(len(ids), dtype=np.int64)
     inverse[order] = np.cumsum(new_run) - 1
-    return Dedup(sorted_ids[starts], inverse, order, starts)
+    counts = np.diff(starts, append=len(ids))
+    once = counts == 1
+    single_rows = np.flatnonzero(once)
+    multi_rows = np.flatnonzero(~once)
+    in_multi = np.repeat(~once, counts)
+    multi_counts = counts[multi_rows]
+    multi_starts = np.zeros(len(multi_rows), dtype=np.int64)
+    np.cumsum(multi_counts[:-1], out=multi_starts[1:])
+    return Dedup(sorted_ids[starts], inverse, order, starts, single_rows,
+                 order[starts[single_rows]], multi_rows, order[in_multi], multi_starts)
 
 
 def dedup_sum(ids: np.ndarray, grads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,13 @@ class TableCounters:
     dropped: int = 0
 
 
+def _unique(ids: np.ndarray) -> bool:
+    """True if no id repeats; O(n) for the sorted ids clients send, else a hash pass."""
+    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
+        return True
+    return len(np.unique(ids)) == len(ids)
+
+
 class StoredTable:
     """Rows keyed by int64 ids on one shard (see the module docstring)."""
 
@@ -222,13 +229,16 @@ class StoredTable:
                     self.insert_rows(admitted)
                     rows = self.index.get(ids)  # eviction may have moved rows
                     missing = rows < 0
+            tracks = self.lifecycle.max_rows or self.lifecycle.evict_after_steps
             if not missing.any():
-                self.last_touch[rows] = self.version
-                return self.values[rows]
+                if tracks:
+                    self.last_touch[rows] = self.version
+                return np.take(self.values, rows, axis=0)
             out = np.empty((len(ids), self.dim), dtype=self.dtype)
             have = ~missing
             out[have] = self.values[rows[have]]
-            self.last_touch[rows[have]] = self.version
+            if tracks:
+                self.last_touch[rows[have]] = self.version
             out[missing] = self.initial_rows(ids[missing])
             return out
 
@@ -248,12 +258,13 @@ class StoredTable:
                 else:
                     self.insert_rows(np.unique(ids[missing]))
                     rows = self.index.get(ids)
-            if len(np.unique(rows)) != len(rows):
+            if not _unique(ids):
                 raise ValueError("ids in a push must be unique; sum duplicate gradients first")
             self.version += 1
             self.counters.pushes += 1
             self.optimizer.apply_rows(self.values, rows, grads, self.slots, self.version)
-            self.last_touch[rows] = self.version
+            if self.lifecycle.max_rows or self.lifecycle.evict_after_steps:
+                self.last_touch[rows] = self.version
             after = self.lifecycle.evict_after_steps
             version = self.version
         if after and version % max(1, after // 4) == 0:

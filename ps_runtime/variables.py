@@ -7,18 +7,17 @@ addresses) and are rebound on the worker to that worker's own PS client.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from ps_runtime.ps_client import PendingPush, PendingRows, PSClient
+from ps_runtime.ps_client import PendingDense, PendingPush, PendingRows, PSClient
 
 
 class PendingValue:
     """A dense value being pulled (possibly as several parts); `result()` assembles it."""
 
-    def __init__(self, parts: list[Future[np.ndarray]], shape: tuple[int, ...]) -> None:
+    def __init__(self, parts: list[PendingDense], shape: tuple[int, ...]) -> None:
         self._parts = parts
         self._shape = shape
 

@@ -59,8 +59,11 @@ def decode_tensor(tensor: ps_pb2.Tensor) -> np.ndarray:
     return arr.astype(dtype.newbyteorder("="), copy=False)
 
 
-def decode_chunk_into(chunk: ps_pb2.TensorChunk, flat: np.ndarray) -> int:
-    """Copy one streamed chunk into `flat` (a 1-D array); return the elements copied."""
+def decode_chunk_into(chunk: Any, flat: np.ndarray) -> int:
+    """Copy one streamed chunk (a TensorChunk or `chunks.Chunk`) into the 1-D `flat`.
+
+    Returns the number of elements copied.
+    """
     itemsize = flat.dtype.itemsize
     if len(chunk.data) % itemsize:
         raise ValueError(f"chunk of {len(chunk.data)} bytes is not a whole number of "
@@ -74,6 +77,21 @@ def decode_chunk_into(chunk: ps_pb2.TensorChunk, flat: np.ndarray) -> int:
     wire = flat.dtype.newbyteorder("<")
     flat[chunk.offset:chunk.offset + n] = np.frombuffer(chunk.data, dtype=wire)
     return n
+
+
+def chunk_view(chunk: Any, dtype: np.dtype, size: int) -> np.ndarray:
+    """A read-only 1-D array viewing one streamed chunk of a tensor of `size` elements."""
+    itemsize = dtype.itemsize
+    if len(chunk.data) % itemsize:
+        raise ValueError(f"chunk of {len(chunk.data)} bytes is not a whole number of "
+                         f"{dtype} elements")
+    n = len(chunk.data) // itemsize
+    if chunk.offset < 0 or chunk.offset + n > size:
+        raise ValueError(f"chunk [{chunk.offset}, {chunk.offset + n}) lies outside a tensor "
+                         f"of {size} elements")
+    if chunk.dtype and np.dtype(chunk.dtype) != dtype:
+        raise ValueError(f"chunk dtype {chunk.dtype} does not match {dtype}")
+    return np.frombuffer(chunk.data, dtype=dtype.newbyteorder("<"))
 
 
 def encode_value(value: Any) -> tuple[str, list[ps_pb2.Tensor]]:

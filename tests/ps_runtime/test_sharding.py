@@ -122,3 +122,37 @@ def test_sharded_equals_unsharded(num_ps: int) -> None:
     np.testing.assert_allclose(rows1, rows_n, rtol=1e-6)
     np.testing.assert_allclose(dense1, dense_n, rtol=1e-6)
     np.testing.assert_allclose(big1, big_n, rtol=1e-6)
+
+
+def test_embedding_example_data_matches_the_baseline_fingerprints() -> None:
+    from ps_runtime.examples.embedding import make_data
+
+    ids, labels = make_data()
+    assert ids[0, 0].tolist() == [49961, 639979, 413555, 965422, 326866, 206087, 135603, 0]
+    assert int(ids.sum()) == 2946255739386 and int(labels.sum()) == 409498
+
+
+def test_embedding_step_gradients_match_finite_differences() -> None:
+    from ps_runtime.examples.embedding import forward_backward
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 20, size=(6, 8))
+    y = rng.integers(0, 2, size=6).astype(np.float64)
+    d = dedup(ids.reshape(-1))
+    rows = rng.normal(size=(len(d.unique), 16))
+    head = rng.normal(size=17)
+    _, g_rows, g_head = forward_backward(rows, d, head, y)
+    eps = 1e-6
+    for r, c in [(0, 0), (len(d.unique) - 1, 5)]:
+        bumped = rows.copy()
+        bumped[r, c] += eps
+        numeric = (
+            forward_backward(bumped, d, head, y)[0] - forward_backward(rows, d, head, y)[0]
+        ) / eps
+        assert abs(numeric - g_rows[r, c]) < 1e-4
+    bumped_head = head.copy()
+    bumped_head[16] += eps
+    numeric = (
+        forward_backward(rows, d, bumped_head, y)[0] - forward_backward(rows, d, head, y)[0]
+    ) / eps
+    assert abs(numeric - g_head[16]) < 1e-4

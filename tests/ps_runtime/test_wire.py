@@ -7,8 +7,15 @@ import json
 import numpy as np
 import pytest
 
+from ps_runtime import chunks
 from ps_runtime.proto import ps_pb2
-from ps_runtime.wire import decode_tensor, decode_value, encode_tensor, encode_value
+from ps_runtime.wire import (
+    decode_chunk_into,
+    decode_tensor,
+    decode_value,
+    encode_tensor,
+    encode_value,
+)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "uint8", "bool"])
@@ -66,3 +73,24 @@ def test_value_round_trip_with_arrays_and_handles() -> None:
 def test_unsupported_values_say_what_is_allowed() -> None:
     with pytest.raises(TypeError, match="no pickle"):
         encode_value({"x": {1, 2}})
+
+
+def test_hand_encoded_chunks_match_the_generated_messages() -> None:
+    data = np.arange(10, dtype="<f4")
+    raw = chunks.encode_chunk(data, 5, "<f4", (2, 5))
+    msg = ps_pb2.TensorChunk.FromString(raw)
+    assert (msg.dtype, list(msg.shape), msg.offset) == ("<f4", [2, 5], 5)
+    assert msg.data == data.tobytes()
+    back = chunks.decode_chunk(msg.SerializeToString())
+    assert (back.dtype, back.shape, back.offset) == ("<f4", [2, 5], 5)
+    assert bytes(back.data) == data.tobytes()
+    origin = ps_pb2.PushOrigin(worker="w", incarnation=-1, sequence=3)
+    push = ps_pb2.PushDenseChunk.FromString(chunks.encode_push_chunk(data, 0, "v", origin))
+    assert push.name == "v" and push.origin == origin and push.chunk.data == data.tobytes()
+    decoded = chunks.decode_push_chunk(push.SerializeToString())
+    assert decoded.name == "v" and decoded.origin == origin
+    flat = np.zeros(10, np.float32)
+    assert decode_chunk_into(decoded.chunk, flat) == 10
+    np.testing.assert_array_equal(flat, data)
+    with pytest.raises(ValueError, match="truncated"):
+        chunks.decode_chunk(raw[:-3])

@@ -1,0 +1,151 @@
+"""The `embed` workload of ../shared/baselines/tensorflow_ps.md on the PS runtime.
+
+    .venv/bin/python bench/embedding.py [--ps 1] [--workers 2] [--steps 200] [--runs 3]
+
+1,000,000 x 16 table, batches of 4,096 examples with 8 Zipf(1.2) ids each, logistic
+head, SGD lr 0.1 on the PS (`ps_runtime.examples.embedding`). PS shards and workers
+are separate `python -m ps_runtime.task` processes on loopback; the coordinator is
+this process (the same 2-core budget as the TF runs: 1 PS + 2 workers + coordinator).
+Timing as in the baseline: 10 warm-up steps scheduled and joined, then `--steps`
+steps scheduled asynchronously and timed until `join()` returns. Prints one JSON line
+per run and a summary line with the median and the TF figure read from --baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT_BASELINE = ROOT.parent / "shared" / "baselines" / "tensorflow_ps.md"
+
+
+def tf_figure(path: Path, ps: int) -> float | None:
+    """TF's median examples/s for the 200-step embed run with `ps` PS, from the table."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    label = "embed (1 PS, 2 workers): throughput" if ps == 1 else \
+        "embed (2 PS, table row-sharded, 2 workers): throughput"
+    for line in text.splitlines():
+        if line.startswith(f"| {label} |"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            return float(re.sub(r"[^\d.]", "", cells[4]))
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(num_ps: int, num_workers: int, steps: int, warmup: int,
+             in_flight: int) -> dict[str, Any]:
+    import numpy as np
+
+    from ps_runtime.cluster import ClusterResolver
+    from ps_runtime.coordinator import ClusterCoordinator
+    from ps_runtime.examples import embedding
+    from ps_runtime.launch import free_ports
+    from ps_runtime.strategy import ParameterServerStrategy
+
+    token = "bench"
+    ports = free_ports(num_ps + num_workers)
+    cluster = {"ps": [f"127.0.0.1:{p}" for p in ports[:num_ps]],
+               "worker": [f"127.0.0.1:{p}" for p in ports[num_ps:]]}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHUB_")}
+    env.update(PYTHONPATH=str(ROOT), GRPC_VERBOSITY="ERROR", TRAINHUB_JOB_TOKEN=token,
+               TRAINHUB_CLUSTER=json.dumps(cluster))
+    procs = []
+    started = time.perf_counter()
+    try:
+        for role in ("ps", "worker"):
+            for i, address in enumerate(cluster[role]):
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "ps_runtime.task"], cwd=ROOT,
+                    env=dict(env, TRAINHUB_ROLE=role, TRAINHUB_TASK_INDEX=str(i),
+                             TRAINHUB_BIND=address),
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        resolver = ClusterResolver(cluster["ps"], cluster["worker"], token)
+        resolver.wait_until_healthy(timeout=120)
+        startup = time.perf_counter() - started
+        strategy = ParameterServerStrategy(resolver)
+        coordinator = ClusterCoordinator(strategy, max_in_flight_per_worker=in_flight)
+        table, head = embedding.build(strategy)
+        data = coordinator.create_per_worker_dataset(embedding.EmbedData)
+        for _ in range(warmup):
+            coordinator.schedule(embedding.train_step, (data, table, head))
+        coordinator.join()
+        pids = [os.getpid()] + [p.pid for p in procs]
+        cpu0 = [cpu_seconds(p) for p in pids]
+        t0 = time.perf_counter()
+        values = [coordinator.schedule(embedding.train_step, (data, table, head))
+                  for _ in range(steps)]
+        coordinator.join()
+        seconds = time.perf_counter() - t0
+        cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
+        losses = [v.fetch() for v in values[-20:]]
+        rows = sum(v.shape[0] for s in strategy.stats() for v in s.variables
+                   if v.name == "embed/E")
+        coordinator.shutdown()
+        strategy.close()
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=15)
+    return {
+        "workload": "embed", "ps": num_ps, "workers": num_workers, "steps": steps,
+        "batch_size": 4096, "time_s": round(seconds, 4),
+        "steps_per_sec": round(steps / seconds, 2),
+        "examples_per_sec": round(steps * 4096 / seconds, 1),
+        "last_loss": round(float(np.mean(losses)), 5), "table_rows": rows,
+        "startup_s": round(startup, 2), "in_flight_per_worker": in_flight,
+        "cores_busy_avg": round(sum(cpu) / seconds, 3),
+        "cpu_s": {"coordinator": round(cpu[0], 3),
+                  **{f"ps{i}": round(c, 3) for i, c in enumerate(cpu[1:1 + num_ps])},
+                  **{f"worker{i}": round(c, 3) for i, c in enumerate(cpu[1 + num_ps:])}},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ps", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, default=2,
+                        help="closures in flight per worker")
+    parser.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE,
+                        help="tensorflow_ps.md with the TF reference table")
+    args = parser.parse_args()
+    results = []
+    for _ in range(args.runs):
+        r = run_once(args.ps, args.workers, args.steps, args.warmup, args.in_flight)
+        print(json.dumps(r), flush=True)
+        results.append(r["examples_per_sec"])
+    median = statistics.median(results)
+    tf = tf_figure(args.baseline, args.ps)
+    print(json.dumps({"summary": "embed", "ps": args.ps, "runs": len(results),
+                      "examples_per_sec_median": median,
+                      "examples_per_sec_min": min(results),
+                      "examples_per_sec_max": max(results),
+                      "tf_examples_per_sec_median": tf,
+                      "speedup_vs_tf": round(median / tf, 3) if tf else None}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Synthetic embedding-heavy logistic regression (the `embed` workload of the TF baseline).
+
+Each example has 8 Zipf-distributed ids into a 1,000,000 x 16 table E; the model is
+h = sum_j E[id_j], logit = h.w + b, sigmoid cross-entropy, plain SGD on the PS for the
+touched rows of E and for the head [w, b]. One training step on a worker:
+
+1. de-duplicate the batch's 32,768 ids with one sort (`sharding.dedup`);
+2. pull the unique rows and the head at the same time (`lookup_async`, `read_async`);
+3. compute the loss and the gradients in numpy;
+4. sum the gradients of duplicate ids (`np.add.reduceat` over the sorted order) and
+   push rows and head at the same time.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ps_runtime import sharding
+from ps_runtime.variables import EmbeddingTable, Variable
+
+ROWS, DIM, SLOTS = 1_000_000, 16, 8
+ID_MULT = 482_711  # odd and not a multiple of 5: a bijection on [0, 10^6) that scatters hot ids
+
+
+def make_data(batches: int = 200, batch_size: int = 4096, seed: int = 1234,
+              zipf_a: float = 1.2) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed ids [batches, batch_size, 8] (int64) and labels [batches, batch_size]."""
+    rng = np.random.default_rng(seed)
+    z = rng.zipf(zipf_a, size=(batches, batch_size, SLOTS))
+    ids = ((z - 1) % ROWS) * ID_MULT % ROWS
+    labels = rng.integers(0, 2, size=(batches, batch_size)).astype(np.float32)
+    return ids.astype(np.int64), labels
+
+
+class EmbedData:
+    """One worker's stream: the fixed batches in its own order, reshuffled every pass."""
+
+    def __init__(self, batches: int = 200, batch_size: int = 4096, seed: int = 1234) -> None:
+        self.ids, self.labels = make_data(batches, batch_size, seed)
+        self._rng = np.random.default_rng()
+        self._lock = threading.Lock()  # guards _order and _next
+        self._order = self._rng.permutation(len(self.ids))
+        self._next = 0
+
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """The next (ids [B, 8], labels [B])."""
+        with self._lock:
+            if self._next == len(self._order):
+                self._order, self._next = self._rng.permutation(len(self.ids)), 0
+            b = int(self._order[self._next])
+            self._next += 1
+        return self.ids[b], self.labels[b]
+
+
+def forward_backward(rows: np.ndarray, d: sharding.Dedup, head: np.ndarray, y: np.ndarray
+                     ) -> tuple[float, np.ndarray, np.ndarray]:
+    """Loss, summed row gradients (one per unique id) and the head gradient [w, b]."""
+    batch = len(y)
+    w, b = head[:DIM], head[DIM]
+    h = np.take(rows, d.inverse, axis=0).reshape(batch, SLOTS, DIM).sum(axis=1)
+    logits = h @ w + b
+    # Numerically stable sigmoid cross-entropy: max(x, 0) - x*y + log(1 + e^-|x|).
+    loss = float(np.mean(np.maximum(logits, 0) - logits * y + np.log1p(np.exp(-np.abs(logits)))))
+    g_logit = ((1.0 / (1.0 + np.exp(-logits)) - y) / batch).astype(np.float32)
+    g_h = g_logit[:, None] * w[None, :]  # d loss / d h, the same for the 8 ids of an example
+    g_rows = d.sum(g_h, per=SLOTS)
+    g_head = np.empty(DIM + 1, dtype=np.float32)
+    g_head[:DIM] = h.T @ g_logit
+    g_head[DIM] = g_logit.sum()
+    return loss, g_rows, g_head
+
+
+def train_step(data: EmbedData, table: EmbeddingTable, head: Variable) -> float:
+    """One step on a worker; returns the batch loss."""
+    x, y = data.next_batch()
+    d = sharding.dedup(x.reshape(-1))
+    pending_rows = table.lookup_async(d.unique, unique=True)  # both pulls in flight
+    pending_head = head.read_async()
+    rows, head_value = pending_rows.result(), pending_head.result()
+    loss, g_rows, g_head = forward_backward(rows, d, head_value, y)
+    pushed = table.push_gradients_async(d.unique, g_rows, unique=True)  # both pushes in flight
+    head.push_gradient(g_head)
+    if pushed is not None:
+        pushed.result()
+    return loss
+
+
+def build(strategy: Any, lr: float = 0.1, materialize: bool = True) -> tuple[EmbeddingTable,
+                                                                            Variable]:
+    """Create E (U(-0.05, 0.05), SGD) and the head [w, b] (zeros, SGD) on the PS.
+
+    `materialize` pulls every row once, like a dense table initialized up front.
+    """
+    from ps_runtime.optimizers import SGD
+
+    per_shard = -(-ROWS // strategy.num_ps)
+    table = strategy.create_table("embed/E", DIM, initializer=(
+        "uniform", {"minval": -0.05, "maxval": 0.05, "seed": 7}),
+        optimizer=SGD(learning_rate=lr), expected_rows_per_shard=per_shard + per_shard // 8)
+    head = strategy.create_variable("embed/head", (DIM + 1,), optimizer=SGD(learning_rate=lr))
+    if materialize:
+        for start in range(0, ROWS, 1 << 17):
+            table.lookup_async(np.arange(start, min(start + (1 << 17), ROWS)),
+                               unique=True).result()
+    return table, head
