@@ -53,7 +53,7 @@ class NodeSerializer(serializers.ModelSerializer):
 
 class EnrollmentTokenSerializer(serializers.ModelSerializer):
     created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:

@@ -28,7 +28,7 @@ class ApiTokenViewSet(viewsets.ViewSet):
     """
 
     throttle_scope = "auth"
-    lookup_value_regex = r"[^/]+"
+    lookup_value_regex = r"[\w-]+"
 
     def get_throttles(self) -> list[Any]:
         return [ScopedRateThrottle()] if self.action == "create" else []

@@ -95,6 +95,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         _refuse_viewers(request)
         spec = JobSpecSerializer(data=request.data, context={"request": request})
         spec.is_valid(raise_exception=True)
+        _no_null_characters(spec.validated_data.get("args"))
         try:
             job = submit_job(
                 user=_user(request), spec=_plain(spec.validated_data), now=timezone.now()
@@ -171,13 +172,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         parameters=[OpenApiParameter("name", str, many=True, description="Only these metrics")],
         responses={200: MetricsResponse},
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], filter_backends=[])
     def metrics(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
-        return Response({"series": metric_series(job, request.query_params.getlist("name"))})
+        names = request.query_params.getlist("name")
+        if any("\x00" in name for name in names):
+            raise serializers.ValidationError({"name": ["Null characters are not allowed."]})
+        return Response({"series": metric_series(job, names)})
 
     @extend_schema(responses={200: JobEventSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def events(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         return Response(JobEventSerializer(job.events.all(), many=True).data)
@@ -190,13 +194,26 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             )
         },
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], filter_backends=[])
     def logs(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         after = request.query_params.get("after", "0")
-        if not after.isdigit():
+        if not (after.isascii() and after.isdigit()):
             raise serializers.ValidationError({"after": ["Expected a non-negative integer."]})
         return Response({"lines": log_lines(job, after_id=int(after))})
+
+
+def _no_null_characters(data: Any, where: str = "args") -> None:
+    """PostgreSQL's JSON cannot store NUL characters: refuse them instead of failing."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _no_null_characters(key, where)
+            _no_null_characters(value, where)
+    elif isinstance(data, list):
+        for value in data:
+            _no_null_characters(value, where)
+    elif isinstance(data, str) and "\x00" in data:
+        raise serializers.ValidationError({where: ["Null characters are not allowed."]})
 
 
 def _refuse_viewers(request: Request) -> None:

@@ -60,7 +60,7 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Team]:
         return Team.objects.visible_to(self.request.user)
 
-    @extend_schema(responses={201: TeamSerializer, 400: ErrorResponse, 403: ErrorResponse})
+    @extend_schema(responses={201: TeamSerializer, 403: ErrorResponse})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if not can_create_team(request.user):
             raise PermissionDenied("Only platform admins create teams.")

@@ -1,0 +1,40 @@
+"""A real web server process (uvicorn, as `trainhub web` runs it) on the test database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from trainhub.standalone.processes import ProcessGroup, child_env, wait_http_ok, web_command
+
+from ...e2e.cluster import free_port
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits() -> None:
+    """Throttle counters live in the (per-process) cache; each test starts with none."""
+    cache.clear()
+
+
+@pytest.fixture
+def web_server(transactional_db: Any, tmp_path: Path) -> Iterator[str]:
+    """URL of a uvicorn server with two worker processes, sharing this test's database."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL)")
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    url = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    port = free_port()
+    env = child_env({"DATABASE_URL": url, "TRAINHUB_DATA_DIR": str(tmp_path / "data")})
+    env.pop("REDIS_URL", None)
+    group = ProcessGroup(env=env, log_dir=tmp_path / "logs")
+    group.start("web", [*web_command("127.0.0.1", port), "--workers", "2"])
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/healthz", timeout=60, procs=group)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        group.stop()
