@@ -75,30 +75,71 @@ def _preempt_unit(st: CycleState, rj: RunningJob) -> _Unit:
     )
 
 
+@dataclass
+class _Victims:
+    """Running jobs that could give way, in victim order; built once per cycle."""
+
+    cpu_on_gpu: list[RunningJob]
+    elastic: list[RunningJob]
+    borrowers: list[RunningJob]
+
+
+def _victims(st: CycleState) -> _Victims:
+    if isinstance(st.victims, _Victims):
+        return st.victims
+    gpu_nodes = {st.cap.node_ids[p] for p in range(len(st.cap.node_ids)) if st.cap.has_gpus[p]}
+    running = sorted(st.running.values(), key=lambda rj: rj.job.id)
+
+    def preempt_order(rj: RunningJob) -> tuple[float, float, int]:
+        # Lowest priority first, then the most recently started.
+        return (rj.job.weight, -(rj.job.started_at or 0.0), -rj.job.id)
+
+    victims = _Victims(
+        cpu_on_gpu=sorted(
+            (
+                rj
+                for rj in running
+                if rj.job.worker.gpu == 0 and any(t.node_id in gpu_nodes for t in rj.tasks)
+            ),
+            key=preempt_order,
+        ),
+        elastic=[rj for rj in running if rj.job.is_elastic and not rj.frozen],
+        borrowers=sorted(
+            (rj for rj in running if any(t.borrowed for t in rj.tasks)), key=preempt_order
+        ),
+    )
+    st.victims = victims
+    return victims
+
+
 def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
     """Victim units in order, lazily (each one taken before the next is computed)."""
     key = (0, 0.0) if reclaim else _fair_key_after(st, job)
-    running = [rj for rj in st.running.values() if not rj.touched and not rj.gone]
+    teams = {
+        t
+        for t in st.book.teams
+        if t != job.team and (st.book.is_borrowing(t) if reclaim else st.book.fair_key(t) > key)
+    }
+    if not teams:
+        return
+    victims = _victims(st)
+
+    def usable(rj: RunningJob) -> bool:
+        return not rj.touched and not rj.gone and rj.job.team in teams
+
     if job.worker.gpu > 0:
-        gpu_nodes = {st.cap.node_ids[p] for p in range(len(st.cap.node_ids)) if st.cap.has_gpus[p]}
-        cpu_on_gpu = [
-            rj
-            for rj in running
-            if rj.job.worker.gpu == 0 and any(t.node_id in gpu_nodes for t in rj.tasks)
-        ]
-        cpu_on_gpu.sort(key=lambda rj: (rj.job.weight, -(rj.job.started_at or 0), -rj.job.id))
-        for rj in cpu_on_gpu:
+        for rj in victims.cpu_on_gpu:
             # Only work beyond its team's nominal quota is evicted for a GPU job.
             if (
-                not rj.gone
+                usable(rj)
                 and st.book.is_borrowing(rj.job.team)
                 and _eligible(st, rj, job, reclaim, key)
             ):
                 yield _preempt_unit(st, rj)
     heap = [
         (-rj.workers / rj.job.workers_max, rj.job.id, rj)
-        for rj in running
-        if rj.job.is_elastic and not rj.frozen and rj.workers > rj.job.workers_min
+        for rj in victims.elastic
+        if usable(rj) and rj.workers > rj.job.workers_min
     ]
     heapq.heapify(heap)
     while heap:
@@ -110,10 +151,8 @@ def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
             heapq.heappush(heap, (-rj.workers / rj.job.workers_max, rj.job.id, rj))
     if not reclaim:
         return
-    borrowers = [rj for rj in running if any(t.borrowed for t in rj.tasks)]
-    borrowers.sort(key=lambda rj: (rj.job.weight, -(rj.job.started_at or 0), -rj.job.id))
-    for rj in borrowers:
-        if not rj.gone and _eligible(st, rj, job, reclaim, key):
+    for rj in victims.borrowers:
+        if usable(rj) and _eligible(st, rj, job, reclaim, key):
             yield _preempt_unit(st, rj)
 
 
@@ -143,10 +182,12 @@ def _apply(st: CycleState, unit: _Unit, sign: int) -> None:
 def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     """Free room for `job` by taking victims; True if it now has a reservation."""
     cfg = st.snapshot.config
-    if st.make_room_attempts >= cfg.max_make_room_attempts:
+    reclaim = admission.ok and not admission.borrows
+    # Victims only get fewer during a cycle: a gang that found no room will not find it later.
+    memo = (job.team, reclaim, tuple(sorted((r, res.as_tuple()) for r, _, res in job.gang())))
+    if st.make_room_attempts >= cfg.max_make_room_attempts or memo in st.no_room:
         return False
     st.make_room_attempts += 1
-    reclaim = admission.ok and not admission.borrows
     may_borrow = not job.is_production
     gang = job.gang()
     demand = job.demand()
@@ -172,6 +213,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     if placed is None:
         for unit in reversed(taken):
             _apply(st, unit, -1)
+        st.no_room.add(memo)
         return False
     # Keep only victims whose capacity the placement uses, or that the quota needs gone.
     used_nodes = {pos for _, _, pos, _ in placed}

@@ -52,6 +52,8 @@ class CycleState:
     decisions: Decisions = field(default_factory=Decisions)
     capacity_blocked: bool = False
     make_room_attempts: int = 0
+    no_room: set[tuple[object, ...]] = field(default_factory=set)
+    victims: object = None  # reclaim's victim lists, built on first need
 
     @classmethod
     def build(cls, snapshot: Snapshot, *, quotas: bool = True) -> CycleState:
