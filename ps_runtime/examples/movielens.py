@@ -63,10 +63,19 @@ class Dataset:
                     del self._orders[old]
             return order
 
-    def batch(self, epoch: int, index: int, batch_size: int) -> Ratings:
-        """Batch `index` of `epoch`; the last batch of an epoch may be smaller."""
-        return self.train.take(self.epoch_order(epoch)[index * batch_size:
-                                                       (index + 1) * batch_size])
+    def batch(self, step: int, batch_size: int) -> Ratings:
+        """Batch `step` of an endless stream of passes over the training set, each pass a
+        fresh seeded permutation: every batch is full and may span two passes (like
+        TensorFlow's `repeat().batch(drop_remainder=True)`)."""
+        n = len(self.train)
+        start, end = step * batch_size, (step + 1) * batch_size
+        parts = []
+        while start < end:
+            epoch, offset = divmod(start, n)
+            take = min(end - start, n - offset)
+            parts.append(self.epoch_order(epoch)[offset:offset + take])
+            start += take
+        return self.train.take(np.concatenate(parts))
 
 
 def read_ratings(path: str) -> Ratings:
@@ -117,15 +126,19 @@ def load_dataset(data: str | None, test: str | None, seed: int) -> Dataset:
     return Dataset(ratings.take(order[:cut]), ratings.take(order[cut:]), seed)
 
 
-def train_step(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, epoch: int,
-               batch: int, batch_size: int, mean: float, l2: float, bias_l2: float) -> float:
+def train_step(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, step: int,
+               batch_size: int, mean: float, l2: float, bias_l2: float) -> float:
     """One batch on a worker: pull rows, compute gradients, push them; return the loss."""
-    b = dataset.batch(epoch, batch, batch_size)
-    u = users.lookup(b.users)
-    v = items.lookup(b.items)
+    b = dataset.batch(step, batch_size)
+    # Both pulls in flight at once, then both pushes; the closure returns only once the
+    # PS applied them, so join() means every update of the scheduled steps landed.
+    pending_u, pending_v = users.lookup_async(b.users), items.lookup_async(b.items)
+    u, v = pending_u.result(), pending_v.result()
     loss, gu, gv = loss_and_gradients(u, v, b.ratings, mean, l2, bias_l2)
-    users.push_gradients(b.users, gu)
-    items.push_gradients(b.items, gv)
+    pushes = [users.push_gradients_async(b.users, gu), items.push_gradients_async(b.items, gv)]
+    for push in pushes:
+        if push is not None:  # None while accumulating steps locally
+            push.result()
     return loss
 
 
@@ -176,6 +189,7 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
           lr: float = 0.05, batch_size: int = 512, seed: int = 0, l2: float = 0.1,
           bias_l2: float = 0.02, init_std: float = 0.01, report_every: int = 20,
           checkpoint_every_seconds: float | None = None, checkpoint_dir: str | None = None,
+          in_flight_per_worker: int = 1,
           cluster: ClusterResolver | None = None) -> dict[str, Any]:
     """Train biased MF on the PS cluster and return the final metrics.
 
@@ -185,6 +199,7 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
     directory (`checkpoint_dir`, default TRAINHUB_CHECKPOINT_DIR) it resumes from the
     newest checkpoint and saves at epoch ends, at most every `checkpoint_every_seconds`
     (default: TRAINHUB_CHECKPOINT_EVERY_SECONDS or 300), and after the last epoch.
+    `in_flight_per_worker` > 1 overlaps more steps per worker: faster, staler gradients.
     """
     import os
 
@@ -196,7 +211,7 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
             local = LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=checkpoint_dir)
             cluster = local.resolver
     strategy = ParameterServerStrategy(cluster)
-    coordinator = ClusterCoordinator(strategy)
+    coordinator = ClusterCoordinator(strategy, max_in_flight_per_worker=in_flight_per_worker)
     try:
         return _train(strategy, coordinator, data, test, epochs, dim, lr, batch_size, seed,
                       l2, bias_l2, init_std, report_every,
@@ -221,6 +236,7 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         items = strategy.create_table("mf/items", dim + 1, initializer=init, optimizer=optimizer)
     per_worker_data = coordinator.create_per_worker_dataset(load_dataset, data, test, seed)
     steps_per_epoch = math.ceil(len(dataset.train) / batch_size)
+    examples_per_epoch = steps_per_epoch * batch_size  # full batches, as in the TF baseline
     # Checkpoints are taken at epoch ends, so a resumed run starts at an epoch boundary.
     step = checkpoints.restore_or_initialize()
     first_epoch = step // steps_per_epoch
@@ -241,11 +257,11 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
     epoch_seconds: list[float] = []
     for epoch in range(first_epoch, epochs):
         epoch_start = time.perf_counter()
-        for batch in range(steps_per_epoch):
+        for _ in range(steps_per_epoch):
+            losses.append((step + 1, coordinator.schedule(
+                train_step, (per_worker_data, users, items, step, batch_size, mean, l2,
+                             bias_l2))))
             step += 1
-            losses.append((step, coordinator.schedule(
-                train_step, (per_worker_data, users, items, epoch, batch, batch_size, mean,
-                             l2, bias_l2))))
             if step % report_every == 0:
                 report_losses(step - report_every)  # the window before is (nearly) done
         coordinator.join()
@@ -254,7 +270,7 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         rmse = evaluate(dataset, users, items, mean)
         rmse_history.append(rmse)
         ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse,
-                          examples_per_sec=len(dataset.train) / epoch_seconds[-1])
+                          examples_per_sec=examples_per_epoch / epoch_seconds[-1])
         checkpoints.maybe_save(step, force=epoch + 1 == epochs)
     seconds = time.perf_counter() - start
     last_loss = [rv.fetch() for _, rv in losses]
@@ -269,7 +285,7 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         "completed_steps": completed + len(last_loss),
         "train_seconds": seconds,
         "epoch_seconds": epoch_seconds,  # schedule to join, evaluation excluded
-        "examples_per_epoch": len(dataset.train),
+        "examples_per_epoch": examples_per_epoch,
         "resumed_from_step": first_epoch * steps_per_epoch,
-        "examples_per_sec": len(epoch_seconds) * len(dataset.train) / seconds if seconds else None,
+        "examples_per_sec": len(epoch_seconds) * examples_per_epoch / seconds if seconds else None,
     }
