@@ -9,6 +9,12 @@ this process (the same 2-core budget as the TF runs: 1 PS + 2 workers + coordina
 Timing as in the baseline: 10 warm-up steps scheduled and joined, then `--steps`
 steps scheduled asynchronously and timed until `join()` returns. Prints one JSON line
 per run and a summary line with the median and the TF figure read from --baseline.
+
+    .venv/bin/python bench/embedding.py --memory [--rows 10000000] [--budget 1000000]
+
+instead creates, pulls from and checkpoints a 10M x 16 table in one PS process, and
+feeds 20M distinct ids to a table with a 1M-row budget in another, printing peak RSS
+against the raw table size.
 """
 
 from __future__ import annotations
@@ -120,6 +126,106 @@ def run_once(num_ps: int, num_workers: int, steps: int, warmup: int,
     }
 
 
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of a process in MB, from /proc."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return int(fields["VmRSS"].split()[0]) / 1e3, int(fields["VmHWM"].split()[0]) / 1e3
+
+
+def memory_run(rows: int, budget: int, stream: int, dim: int = 16) -> list[dict[str, Any]]:
+    """A `rows`-row table created, pulled from and checkpointed in one PS process; then a
+    table with a row budget fed `stream` distinct ids in another. Peak RSS vs raw size."""
+    import tempfile
+
+    import numpy as np
+
+    from ps_runtime import rpc
+    from ps_runtime.cluster import ClusterResolver
+    from ps_runtime.launch import free_ports
+    from ps_runtime.strategy import ParameterServerStrategy
+
+    out = []
+    batch = 1 << 18
+    for case in ("table", "budget"):
+        (port,) = free_ports(1)
+        address = f"127.0.0.1:{port}"
+        ckpt = tempfile.mkdtemp(prefix="ps-bench-ckpt-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHUB_")}
+        env.update(PYTHONPATH=str(ROOT), GRPC_VERBOSITY="ERROR", TRAINHUB_ROLE="ps",
+                   TRAINHUB_BIND=address, TRAINHUB_JOB_TOKEN="bench",
+                   TRAINHUB_CHECKPOINT_DIR=ckpt)
+        proc = subprocess.Popen([sys.executable, "-m", "ps_runtime.task"], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while not rpc.check_health(address, "bench"):
+                time.sleep(0.1)
+            idle_rss = rss_mb(proc.pid)[0]
+            strategy = ParameterServerStrategy(ClusterResolver([address], ["127.0.0.1:1"],
+                                                               "bench"))
+            raw = rows * dim * 4
+            if case == "table":
+                t = strategy.create_table("big", dim, initializer=("uniform", {"seed": 1}),
+                                          expected_rows_per_shard=rows)
+                t0 = time.perf_counter()
+                for start in range(0, rows, batch):
+                    t.lookup_async(np.arange(start, min(start + batch, rows)), unique=True).result()
+                create_s = time.perf_counter() - t0
+                after_create = rss_mb(proc.pid)
+                ids = np.random.default_rng(0).integers(0, rows, size=batch)
+                t0 = time.perf_counter()
+                for _ in range(8):
+                    t.lookup(ids)
+                pull_rows_s = 8 * batch / (time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                strategy.save_checkpoint("ckpt-1", step=1)
+                save_s = time.perf_counter() - t0
+                size = sum(os.path.getsize(os.path.join(d, f))
+                           for d, _, fs in os.walk(ckpt) for f in fs)
+                current, peak = rss_mb(proc.pid)
+                held = sum(v.shape[0] for s in strategy.stats() for v in s.variables)
+                out.append({"case": "10M-row table" if rows == 10_000_000 else "table",
+                            "rows": held, "dim": dim, "raw_mb": raw / 1e6,
+                            "idle_rss_mb": idle_rss, "rss_after_create_mb": after_create[0],
+                            "peak_rss_mb": peak, "rss_mb": current,
+                            "peak_over_raw": round(peak / (raw / 1e6), 3),
+                            "peak_minus_idle_over_raw": round((peak - idle_rss) / (raw / 1e6), 3),
+                            "create_s": round(create_s, 2), "pull_rows_per_s": round(pull_rows_s),
+                            "checkpoint_s": round(save_s, 2), "checkpoint_mb": size / 1e6})
+            else:
+                t = strategy.create_table("stream", dim, initializer=("uniform", {"seed": 1}),
+                                          max_rows_per_shard=budget)
+                most = 0
+                t0 = time.perf_counter()
+                for start in range(0, stream, batch):
+                    t.lookup_async(np.arange(start, min(start + batch, stream)) * 7 + 3,
+                                   unique=True).result()
+                    if (start // batch) % 8 == 0:
+                        most = max(most, sum(v.shape[0] for s in strategy.stats()
+                                             for v in s.variables))
+                seconds = time.perf_counter() - t0
+                stats = [v for s in strategy.stats() for v in s.variables]
+                current, peak = rss_mb(proc.pid)
+                out.append({"case": "row budget", "budget": budget, "distinct_ids": stream,
+                            "rows_at_end": sum(v.shape[0] for v in stats),
+                            "max_rows_seen": max(most, sum(v.shape[0] for v in stats)),
+                            "rows_evicted": sum(v.rows_evicted for v in stats),
+                            "ids_per_s": round(stream / seconds),
+                            "budget_raw_mb": budget * dim * 4 / 1e6, "idle_rss_mb": idle_rss,
+                            "peak_rss_mb": peak, "rss_mb": current})
+            strategy.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            import shutil
+
+            shutil.rmtree(ckpt, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ps", type=int, default=1)
@@ -131,7 +237,17 @@ def main() -> None:
                         help="closures in flight per worker")
     parser.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE,
                         help="tensorflow_ps.md with the TF reference table")
+    parser.add_argument("--memory", action="store_true",
+                        help="instead: memory of a --rows table (create, pull, checkpoint) "
+                             "and of a --budget-row table fed --stream distinct ids")
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--budget", type=int, default=1_000_000)
+    parser.add_argument("--stream", type=int, default=20_000_000)
     args = parser.parse_args()
+    if args.memory:
+        for line in memory_run(args.rows, args.budget, args.stream):
+            print(json.dumps(line), flush=True)
+        return
     results = []
     for _ in range(args.runs):
         r = run_once(args.ps, args.workers, args.steps, args.warmup, args.in_flight)

@@ -14,6 +14,7 @@ import numpy as np
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 INITIALIZERS = ("zeros", "constant", "uniform", "normal")
+_SLICE_ELEMENTS = 1 << 18
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -57,11 +58,16 @@ def initial_values(
         return np.zeros((n, row_size), dtype=dtype)
     if name == "constant":
         return np.full((n, row_size), params.get("value", 0.0), dtype=dtype)
-    # One key per element: row id * row_size + column (wraps harmlessly for huge ids).
-    with np.errstate(over="ignore"):
-        keys = (row_ids.astype(np.uint64)[:, None] * np.uint64(row_size)
-                + np.arange(row_size, dtype=np.uint64)[None, :])
-    return _from_keys(name, params, keys, dtype)
+    out = np.empty((n, row_size), dtype=dtype)
+    step = max(1, _SLICE_ELEMENTS // max(row_size, 1))  # bounds the float64 temporaries
+    for start in range(0, n, step):
+        ids = row_ids[start:start + step]
+        # One key per element: row id * row_size + column (wraps harmlessly for huge ids).
+        with np.errstate(over="ignore"):
+            keys = (ids.astype(np.uint64)[:, None] * np.uint64(row_size)
+                    + np.arange(row_size, dtype=np.uint64)[None, :])
+        out[start:start + step] = _from_keys(name, params, keys, dtype)
+    return out
 
 
 def _from_keys(name: str, params: Mapping[str, float], keys: np.ndarray,

@@ -91,9 +91,10 @@ def tune_allocator() -> None:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
+        m_trim_threshold, m_mmap_threshold, m_arena_max = -1, -3, -8
+        libc.mallopt(m_arena_max, 2)  # gRPC's threads would each keep an arena's garbage
         libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024)  # glibc's maximum
-        libc.mallopt(m_trim_threshold, 512 * 1024 * 1024)
+        libc.mallopt(m_trim_threshold, 128 * 1024 * 1024)  # enough for chunk churn
     except (OSError, AttributeError):
         pass
 
