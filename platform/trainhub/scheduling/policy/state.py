@@ -68,21 +68,43 @@ class CycleState:
         pending: list[Job] = []
         now = snapshot.now
         team_used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        teams_seen: set[str] = set()
+        position = cap.position
+        cpu, mem, gpu = cap.cpu, cap.mem, cap.gpu
         for job in snapshot.jobs:
-            book.ensure(job.team)
+            if job.team not in teams_seen:
+                teams_seen.add(job.team)
+                book.ensure(job.team)
             if job.state == PENDING:
                 pending.append(job)
                 continue
-            for t in job.tasks:
-                cap.hold(t.node_id, t.resources)
-            if job.state != RUNNING:
-                continue  # STOPPING: its tasks hold capacity until they are gone
-            active = [t for t in job.tasks if not t.stopping]
             acc = team_used[job.team]
-            for t in active:
-                acc[0] += t.resources.cpu
-                acc[1] += t.resources.memory_mb
-                acc[2] += t.resources.gpu
+            active: list[Task] = []
+            top_worker = -1
+            workers = 0
+            for t in job.tasks:
+                res = t.resources
+                pos = position.get(t.node_id)
+                if pos is not None:  # tasks hold capacity until they are gone
+                    cpu[pos] -= res.cpu
+                    mem[pos] -= res.memory_mb
+                    gpu[pos] -= res.gpu
+                if t.role == WORKER and t.index > top_worker:
+                    top_worker = t.index
+                if t.stopping:
+                    continue
+                active.append(t)
+                if t.role == WORKER:
+                    workers += 1
+                acc[0] += res.cpu
+                acc[1] += res.memory_mb
+                acc[2] += res.gpu
+            if job.state != RUNNING:
+                # STOPPING: holds capacity, no longer counts against its team's quota.
+                acc[0] -= sum(t.resources.cpu for t in active)
+                acc[1] -= sum(t.resources.memory_mb for t in active)
+                acc[2] -= sum(t.resources.gpu for t in active)
+                continue
             frozen = (
                 job.last_rescale_time is not None
                 and now < job.last_rescale_time + job.freeze_seconds
@@ -90,9 +112,8 @@ class CycleState:
             running[job.id] = RunningJob(
                 job=job,
                 tasks=active,
-                next_worker_index=1
-                + max((t.index for t in job.tasks if t.role == WORKER), default=-1),
-                workers=sum(1 for t in active if t.role == WORKER),
+                next_worker_index=top_worker + 1,
+                workers=workers,
                 frozen=frozen,
             )
         for team, acc in sorted(team_used.items()):
