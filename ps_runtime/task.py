@@ -17,6 +17,10 @@ from typing import Any
 
 log = logging.getLogger("ps_runtime.task")
 
+# The coordinator's exit code when a parameter server was lost (EX_TEMPFAIL): the
+# platform restarts the job from its last checkpoint instead of failing it.
+EXIT_PS_LOST = 75
+
 ROLES = ("coordinator", "ps", "worker")
 STARTUP_TIMEOUT_ENV = "TRAINHUB_STARTUP_TIMEOUT"  # optional, seconds (default 120)
 STOP_GRACE_SECONDS = 5.0
@@ -33,8 +37,9 @@ class Terminated(BaseException):
 def _require(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "")
     if not value:
-        raise TaskConfigError(f"{name} is not set; see docs/protocol.md §2 for the task "
-                              "environment")
+        raise TaskConfigError(
+            f"{name} is not set; see docs/protocol.md §2 for the task environment"
+        )
     return value
 
 
@@ -47,8 +52,12 @@ def serve(role: str, env: Mapping[str, str]) -> int:
     token = _require(env, "TRAINHUB_JOB_TOKEN")
     index = int(env.get("TRAINHUB_TASK_INDEX", "0") or 0)
     if role == "ps":
-        server, port = create_ps_server(bind, token=token, shard_index=index,
-                                        checkpoint_dir=env.get("TRAINHUB_CHECKPOINT_DIR") or None)
+        server, port = create_ps_server(
+            bind,
+            token=token,
+            shard_index=index,
+            checkpoint_dir=env.get("TRAINHUB_CHECKPOINT_DIR") or None,
+        )
     else:
         server, port = create_worker_server(bind, token=token)
     stop = threading.Event()
@@ -118,8 +127,11 @@ def main(env: Mapping[str, str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(line_buffering=True)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         role = _require(env, "TRAINHUB_ROLE")
         if role not in ROLES:
@@ -135,10 +147,12 @@ def main(env: Mapping[str, str] | None = None) -> int:
     except TaskConfigError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
-    except Exception:
+    except Exception as e:
+        from ps_runtime.closure_queue import UnavailableError
+
         traceback.print_exc()
         sys.stderr.flush()
-        return 1
+        return EXIT_PS_LOST if isinstance(e, UnavailableError) else 1
 
 
 if __name__ == "__main__":

@@ -201,6 +201,23 @@ def job_processes(job_id: int) -> list[int]:
     return pids
 
 
+def task_pid(job_id: int, role: str, index: int = 0) -> int | None:
+    """PID of the live process running this task of the job, if any."""
+    want = {
+        f"TRAINHUB_JOB_ID={job_id}".encode(),
+        f"TRAINHUB_ROLE={role}".encode(),
+        f"TRAINHUB_TASK_INDEX={index}".encode(),
+    }
+    for pid in job_processes(job_id):
+        try:
+            environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if want <= environ:
+            return pid
+    return None
+
+
 def movielens_file(tmp: Path) -> Path:
     """ml-100k's u.data when ../shared has it; else a generated file in the same format."""
     if SHARED_UDATA.exists():
@@ -227,5 +244,12 @@ def movielens_file(tmp: Path) -> Path:
     return path
 
 
-__all__ = ["LiveCluster", "fresh_database", "job_processes", "movielens_file", "services_cluster"]
+__all__ = [
+    "LiveCluster",
+    "fresh_database",
+    "job_processes",
+    "movielens_file",
+    "services_cluster",
+    "task_pid",
+]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")

@@ -32,6 +32,7 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             JobState.RUNNING,
             JobState.SUCCEEDED,
             JobState.FAILED,
+            JobState.RESTARTING,
             JobState.CANCELLED,
             JobState.PREEMPTED,
         }

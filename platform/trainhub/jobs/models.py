@@ -39,6 +39,9 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Workers the job should run, set by scaling (None: the spec's minimum).
     target_workers = models.PositiveIntegerField(null=True, blank=True)
+    # Task restarts so far (worker relaunches and whole-job restarts after a PS loss);
+    # bounded by the spec's max_restarts.
+    restarts = models.PositiveIntegerField(default=0)
 
     objects = JobQuerySet.as_manager()
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import F
 
 from trainhub.events import scheduling_needed
 from trainhub.nodes.channels import notify_tasks_changed
@@ -28,6 +29,9 @@ from .choices import (
 )
 from .models import Job, JobEvent, Task
 from .usage import job_request, requested_at
+
+# The coordinator's exit code for "a parameter server was lost" (docs/protocol.md §2).
+EXIT_PS_LOST = 75
 
 
 class JobStateError(Exception):
@@ -341,7 +345,51 @@ def record_task_status(
         return
     what = f"{task.role} {task.index} exited with code {exit_code}"
     detail = f"{what}: {message}" if message else what
+    max_restarts = int(job.spec.get("max_restarts", 0))
+    restartable = task.role != TaskRole.COORDINATOR or exit_code == EXIT_PS_LOST
+    if restartable and job.restarts < max_restarts:
+        _restart_after_failure(job, task, detail, actor=actor, now=now)
+        return
+    if restartable and max_restarts:
+        detail = f"{detail} (after {job.restarts} restarts, the spec's max_restarts)"
     transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
+
+
+def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now: datetime) -> None:
+    """A lost worker is relaunched alone (the coordinator re-runs its closures); a lost PS
+    restarts every task, and the coordinator resumes from the job's last checkpoint."""
+    Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
+    count = f"restart {job.restarts + 1} of {job.spec['max_restarts']}"
+    if task.role == TaskRole.WORKER:
+        _new_attempt(Task.objects.filter(pk=task.pk))
+        _record(
+            job, kind="restart", reason=f"{detail}; relaunching it ({count})", actor=actor, now=now
+        )
+        notify_tasks_changed([task.node_id] if task.node_id else [])
+        return
+    transition_job(
+        job,
+        JobState.RESTARTING,
+        reason=f"{detail}; restarting the job from its last checkpoint ({count})",
+        actor=actor,
+        now=now,
+    )
+    tasks = Task.objects.filter(job=job)
+    _new_attempt(tasks)
+    notify_tasks_changed(n for n in tasks.values_list("node_id", flat=True) if n is not None)
+
+
+def _new_attempt(tasks: Any) -> None:
+    """Start the next attempt of these tasks on the same node and port."""
+    tasks.update(
+        attempt=F("attempt") + 1,
+        state=TaskState.ASSIGNED,
+        desired=DesiredState.RUN,
+        exit_code=None,
+        message="",
+        started_at=None,
+        finished_at=None,
+    )
 
 
 @transaction.atomic

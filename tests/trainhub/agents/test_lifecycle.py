@@ -112,7 +112,7 @@ def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]
 
 
 def test_task_failure_fails_the_job_with_the_reason(setup: dict[str, Any]) -> None:
-    job = make_job(setup["alice"])
+    job = make_job(setup["alice"], max_restarts=0)
     run_cycle(now=timezone.now())
     tasks = _agent_tasks(setup["credential"])["tasks"]
     worker = next(t for t in tasks if t["role"] == "worker")
@@ -123,6 +123,80 @@ def test_task_failure_fails_the_job_with_the_reason(setup: dict[str, Any]) -> No
     # A repeated or late report changes nothing.
     _report(setup["node"].pk, worker, "failed", 3)
     assert Job.objects.get(pk=job.pk).events.filter(to_state=JobState.FAILED).count() == 1
+
+
+def _running_job(setup: dict[str, Any], **spec: Any) -> tuple[Job, list[dict[str, Any]]]:
+    job = make_job(setup["alice"], **spec)
+    run_cycle(now=timezone.now())
+    tasks = _agent_tasks(setup["credential"])["tasks"]
+    for task in tasks:
+        _report(setup["node"].pk, task, "running")
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    return job, tasks
+
+
+def test_lost_worker_is_relaunched_while_the_job_keeps_running(setup: dict[str, Any]) -> None:
+    job, tasks = _running_job(setup, max_restarts=1)
+    worker = next(t for t in tasks if t["role"] == "worker")
+    _report(setup["node"].pk, worker, "failed", 137)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING and job.restarts == 1
+    relaunched = next(
+        t for t in _agent_tasks(setup["credential"])["tasks"] if t["role"] == "worker"
+    )
+    assert (relaunched["id"], relaunched["attempt"]) == (worker["id"], 2)
+    assert relaunched["env"]["TRAINHUB_BIND"] == worker["env"]["TRAINHUB_BIND"]
+    assert job.events.filter(kind="restart").get().reason == (
+        "worker 0 exited with code 137; relaunching it (restart 1 of 1)"
+    )
+    _report(setup["node"].pk, worker, "stopped")  # the old attempt's late report: ignored
+    _report(setup["node"].pk, relaunched, "running")
+    _report(setup["node"].pk, relaunched, "failed", 137)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert (
+        job.message == "worker 0 exited with code 137 (after 1 restarts, the spec's max_restarts)"
+    )
+
+
+def test_lost_ps_restarts_every_task_then_runs_again(setup: dict[str, Any]) -> None:
+    job, tasks = _running_job(setup, max_restarts=2)
+    ps = next(t for t in tasks if t["role"] == "ps")
+    _report(setup["node"].pk, ps, "failed", 137)
+    job.refresh_from_db()
+    assert job.state == JobState.RESTARTING
+    again = _agent_tasks(setup["credential"])["tasks"]
+    assert sorted((t["role"], t["attempt"]) for t in again) == [
+        ("coordinator", 2),
+        ("ps", 2),
+        ("worker", 2),
+    ]
+    coordinator = next(t for t in tasks if t["role"] == "coordinator")
+    _report(setup["node"].pk, coordinator, "failed", 1)  # the old coordinator dying: ignored
+    for task in again:
+        _report(setup["node"].pk, task, "running")
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    assert [e.to_state for e in job.events.filter(kind="state")][-2:] == ["restarting", "running"]
+
+
+def test_coordinator_exit_75_restarts_the_job_and_other_failures_do_not(
+    setup: dict[str, Any],
+) -> None:
+    job, tasks = _running_job(setup, max_restarts=3)
+    coordinator = next(t for t in tasks if t["role"] == "coordinator")
+    _report(setup["node"].pk, coordinator, "failed", 75)  # a PS was lost
+    job.refresh_from_db()
+    assert job.state == JobState.RESTARTING
+    again = _agent_tasks(setup["credential"])["tasks"]
+    for task in again:
+        _report(setup["node"].pk, task, "running")
+    coordinator = next(t for t in again if t["role"] == "coordinator")
+    _report(setup["node"].pk, coordinator, "failed", 1)  # a bug in user code: no restart
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED
+    assert job.message == "coordinator 0 exited with code 1"
 
 
 def test_cancel_stops_tasks_and_second_cancel_conflicts(setup: dict[str, Any]) -> None:
