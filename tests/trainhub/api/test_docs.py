@@ -34,3 +34,10 @@ def test_null_characters_in_job_args_are_a_400_not_a_crash() -> None:
     client.force_authenticate(alice)
     response = client.post("/api/v1/jobs/", spec(args={"data": "a\x00b"}), format="json")
     assert response.status_code == 400 and "args" in response.json()
+
+
+def test_huge_page_parameters_are_bounded() -> None:
+    client = APIClient()
+    client.force_authenticate(make_user("root", superuser=True))
+    response = client.get("/api/v1/enrollment-tokens/", {"limit": 2**70, "offset": 2**70})
+    assert response.status_code == 200 and response.json()["results"] == []
