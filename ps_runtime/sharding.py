@@ -78,8 +78,17 @@ class Dedup:
 def dedup(ids: np.ndarray) -> Dedup:
     """Sort once; derive unique ids, the inverse map and the runs to sum."""
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-    order = np.argsort(ids)  # order within a run does not matter for sums
-    sorted_ids = ids[order]
+    n = len(ids)
+    bits = max(1, (n - 1).bit_length())
+    if n and ids.min() >= 0 and int(ids.max()) < 1 << (63 - bits):
+        # Sort (id, position) packed into one int64: a plain sort is several times
+        # faster than an argsort and yields both the sorted ids and the order.
+        packed = np.sort((ids << bits) | np.arange(n, dtype=np.int64))
+        sorted_ids = packed >> bits
+        order = packed & ((1 << bits) - 1)
+    else:
+        order = np.argsort(ids)  # order within a run does not matter for sums
+        sorted_ids = ids[order]
     new_run = np.empty(len(ids), dtype=bool)
     if len(ids):
         new_run[0] = True

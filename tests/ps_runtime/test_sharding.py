@@ -156,3 +156,17 @@ def test_embedding_step_gradients_match_finite_differences() -> None:
         forward_backward(rows, d, bumped_head, y)[0] - forward_backward(rows, d, head, y)[0]
     ) / eps
     assert abs(numeric - g_head[16]) < 1e-4
+
+
+@pytest.mark.parametrize("low", [0, -(2**62), 2**60])
+def test_dedup_with_any_int64_range(low: int) -> None:
+    rng = np.random.default_rng(1)
+    ids = low + rng.integers(0, 50, size=3000)
+    d = dedup(ids)
+    np.testing.assert_array_equal(d.unique, np.unique(ids))
+    np.testing.assert_array_equal(d.unique[d.inverse], ids)
+    np.testing.assert_array_equal(ids[d.order], np.sort(ids))
+    grads = rng.normal(size=(3000, 2))
+    expected = np.zeros((len(d.unique), 2))
+    np.add.at(expected, d.inverse, grads)
+    np.testing.assert_allclose(d.sum(grads), expected)
