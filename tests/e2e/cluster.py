@@ -24,6 +24,7 @@ from trainhub.standalone.processes import (
     agent_command,
     beat_command,
     child_env,
+    enroll_agent,
     wait_http_ok,
     web_command,
     worker_command,
@@ -135,26 +136,7 @@ def services_cluster(database_url: str, redis_url: str, tmp: Path) -> Iterator[L
         cluster = LiveCluster(url, group, tmp)
         token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
         state = tmp / "agent.json"
-        enroll = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ps_runtime.agent.cli",
-                "enroll",
-                "--server",
-                url,
-                "--token",
-                token,
-                "--state-file",
-                str(state),
-                "--address",
-                "127.0.0.1",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        enroll = enroll_agent(url, token, state, env)
         assert enroll.returncode == 0, enroll.stderr
         group.start("agent", agent_command(state, tmp / "agent"))
         _wait_node_alive(cluster)

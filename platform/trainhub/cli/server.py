@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -102,6 +101,7 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
         agent_command,
         beat_command,
         child_env,
+        enroll_agent,
         wait_http_ok,
         web_command,
         worker_command,
@@ -131,26 +131,7 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
         wait_http_ok(f"{url}/healthz", timeout=60, procs=group)
         state_file = data_dir / "agent.json"
         if not state_file.exists():
-            enroll = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "ps_runtime.agent.cli",
-                    "enroll",
-                    "--server",
-                    url,
-                    "--token",
-                    local_enrollment_token(),
-                    "--state-file",
-                    str(state_file),
-                    "--address",
-                    "127.0.0.1",
-                ],
-                env=group.env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            enroll = enroll_agent(url, local_enrollment_token(), state_file, group.env)
             if enroll.returncode != 0:
                 print(
                     f"trainhub: the local agent could not enroll:\n{enroll.stderr}", file=sys.stderr

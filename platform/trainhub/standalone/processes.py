@@ -79,6 +79,32 @@ def beat_command(schedule_file: Path) -> list[str]:
     ]
 
 
+def enroll_agent(
+    server: str, token: str, state_file: Path, env: Mapping[str, str], address: str = "127.0.0.1"
+) -> subprocess.CompletedProcess[str]:
+    """Run `trainhub-agent enroll` for a local agent; the caller checks the return code."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ps_runtime.agent.cli",
+            "enroll",
+            "--server",
+            server,
+            "--token",
+            token,
+            "--state-file",
+            str(state_file),
+            "--address",
+            address,
+        ],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def agent_command(state_file: Path, work_dir: Path) -> list[str]:
     return [
         sys.executable,
