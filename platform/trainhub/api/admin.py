@@ -11,8 +11,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
+from trainhub.audit.services import record_change
 from trainhub.jobs.usage import held_by, quota_usage
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, PriorityCap, Quota, Team
@@ -205,3 +208,28 @@ class TeamAdmin(admin.ModelAdmin):
                 add_member(
                     team=team, user=data["user"], role=Role(data["role"]), actor=request.user
                 )
+
+
+class AuditedUserAdmin(UserAdmin):
+    """Django's user admin, with changes of the platform-admin role in the audit log."""
+
+    _AUDITED = ("is_active", "is_staff", "is_superuser")
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        before = (
+            dict(User.objects.filter(pk=obj.pk).values(*self._AUDITED).first() or {})
+            if change
+            else None
+        )
+        super().save_model(request, obj, form, change)
+        record_change(
+            actor=request.user,
+            action="user.roles" if change else "user.create",
+            target=obj,
+            before=before,
+            after={name: getattr(obj, name) for name in self._AUDITED},
+        )
+
+
+admin.site.unregister(User)
+admin.site.register(User, AuditedUserAdmin)

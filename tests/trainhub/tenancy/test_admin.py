@@ -190,3 +190,29 @@ def test_node_admin_actions_cordon_drain_uncordon() -> None:
         node.refresh_from_db()
         assert node.state == state
     assert AuditEntry.objects.filter(object_type="nodes.node").count() == 3
+
+
+@pytest.mark.django_db
+def test_platform_admin_role_changes_in_the_user_admin_are_audited() -> None:
+    root, bob = make_user("root", superuser=True), make_user("bob")
+    admin = Client()
+    admin.force_login(root)
+    page = admin.get(f"/admin/auth/user/{bob.pk}/change/")
+    assert page.status_code == 200
+    form = {
+        "username": "bob",
+        "password": bob.password,
+        "is_active": "on",
+        "is_staff": "on",
+        "is_superuser": "on",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00",
+    }
+    response = admin.post(f"/admin/auth/user/{bob.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    entry = AuditEntry.objects.get(action="user.roles")
+    assert entry.actor_name == "root"
+    assert entry.before == {"is_active": True, "is_staff": False, "is_superuser": False}
+    assert entry.after == {"is_active": True, "is_staff": True, "is_superuser": True}
