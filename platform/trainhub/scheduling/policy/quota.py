@@ -57,11 +57,11 @@ class QuotaBook:
 
     def _contribution(self, team: str, used: Sequence[float]) -> list[float]:
         nom, lend = self.nominal[team], self.llimit[team]
-        out = []
-        for r in range(3):
-            lendable = min(lend[r], max(0.0, nom[r] - used[r]))
-            borrowed = max(0.0, used[r] - nom[r])
-            out.append(lendable - borrowed)
+        out = [0.0, 0.0, 0.0]
+        for r in (0, 1, 2):
+            spare = nom[r] - used[r]
+            # spare > 0: lendable (capped by the lending limit); < 0: borrowed.
+            out[r] = (lend[r] if lend[r] < spare else spare) if spare > 0 else spare
         return out
 
     def ensure(self, team: str) -> None:

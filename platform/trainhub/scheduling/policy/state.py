@@ -144,8 +144,7 @@ class CycleState:
                 ),
             )
         )
-        for _, _, _, res in placed:
-            self.book.add(job.team, res)
+        self.book.add(job.team, _total(placed))
 
     def reserve(self, job: Job, placed: list[Placed]) -> None:
         per_node: dict[int, Resources] = {}
@@ -156,8 +155,7 @@ class CycleState:
             Reservation(job.id, node_id, res, self.snapshot.now)
             for node_id, res in sorted(per_node.items())
         ]
-        for _, _, _, res in placed:
-            self.book.add(job.team, res)
+        self.book.add(job.team, _total(placed))
 
     def finish(self) -> Decisions:
         d = self.decisions
@@ -175,6 +173,15 @@ class CycleState:
 
     def reason(self, job: Job, text: str) -> None:
         self.decisions.pending_reasons[job.id] = text
+
+
+def _total(placed: list[Placed]) -> Resources:
+    cpu = mem = gpu = 0.0
+    for _, _, _, res in placed:
+        cpu += res.cpu
+        mem += res.memory_mb
+        gpu += res.gpu
+    return Resources(cpu, mem, gpu)
 
 
 def demand_of(tasks: list[Task] | tuple[Task, ...]) -> Resources:
