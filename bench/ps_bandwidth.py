@@ -4,14 +4,15 @@
 
 For each shard count, starts that many PS processes (`python -m ps_runtime.task`),
 creates one float32 variable of `--mib` MiB (sliced into one part per shard), and
-times `Variable.read()` (pull) and `Variable.push_gradient()` (push, SGD applied on
-the PS). In the same run, interleaved round-robin with those, it starts as many raw
-grpcio servers (this file with --raw-server: bytes in, bytes out, no numpy, no PS
-logic) and times moving the same
-bytes one way, split over the servers concurrently: a unary call and streams of 1, 2
-and 4 MiB chunks, both directions; `raw_mb_s` is the best of those. Prints one JSON
-line per shard count: shards, pull_mb_s, push_mb_s, raw_mb_s, ratio = min(pull,
-push) / raw, plus the raw figure per method. MB = 10^6 bytes; medians over --iters.
+times `Variable.read(out=buffer)` (pull into a reused array; `pull_fresh_array_mb_s`
+is `read()` into a new one) and `Variable.push_gradient()` (push, SGD applied on the
+PS). In the same run, interleaved round-robin with those, it starts as many raw grpcio
+servers (this file with --raw-server: bytes in, bytes out, no numpy, no PS logic) and
+times moving the same bytes one way, split over the servers concurrently: a unary
+call and streams of 1, 2 and 4 MiB chunks, both directions; `raw_mb_s` is the best of
+those. Prints one JSON line per shard count: shards, pull_mb_s, push_mb_s, raw_mb_s,
+ratio = min(pull, push) / raw, plus the raw figure per method. MB = 10^6 bytes;
+medians over --iters.
 """
 
 from __future__ import annotations
@@ -199,7 +200,9 @@ def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
             "v", (total // 4 // 1024, 1024), "float32", optimizer=SGD(learning_rate=0.001)
         )
         grad = np.ones(v.shape, np.float32)
-        methods["ps_pull"] = v.read
+        buffer = np.empty(v.shape, np.float32)
+        methods["ps_pull"] = lambda: v.read(out=buffer)  # into a reused buffer
+        methods["ps_pull_alloc"] = v.read  # into a fresh array each time
         methods["ps_push"] = lambda: v.push_gradient(grad)
         seconds = interleaved_medians(methods, iters)
         close_raw()
@@ -210,6 +213,7 @@ def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
         for p in procs:
             p.wait(timeout=15)
     pull, push = total / seconds.pop("ps_pull") / 1e6, total / seconds.pop("ps_push") / 1e6
+    pull_alloc = total / seconds.pop("ps_pull_alloc") / 1e6
     raw = {name: total / s / 1e6 for name, s in seconds.items()}
     best = max(raw.values())
     return {
@@ -218,6 +222,7 @@ def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
         "push_mb_s": round(push, 1),
         "raw_mb_s": round(best, 1),
         "ratio": round(min(pull, push) / best, 3),
+        "pull_fresh_array_mb_s": round(pull_alloc, 1),
         "bytes": total,
         "iters": iters,
         "chunk_mib": chunk_mib,

@@ -174,39 +174,49 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
 
     def PushDenseStream(self, request_iterator: Iterator[chunks.PushChunk],
                         context: grpc.ServicerContext) -> Any:
+        """Apply a streamed gradient chunk by chunk as it arrives.
+
+        Applying while later chunks are still on the wire overlaps the update with the
+        transfer. The push's origin is recorded first, so a retransmitted stream is
+        ignored: if a stream breaks midway, the chunks received so far stay applied
+        and no element is ever updated twice by the same push.
+        """
         first = next(request_iterator, None)
         if first is None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty push stream")
         assert first is not None
         var = _call(context, lambda: self.store.dense(first.name))
+        origin = (first.origin.worker, first.origin.incarnation, first.origin.sequence,
+                  first.name)
         received = 0
 
-        def collect() -> list[tuple[int, np.ndarray]]:
-            # The whole gradient is received before any of it is applied, so a broken
-            # stream changes nothing and its retry applies exactly once. Pieces stay
-            # views of the received messages (no copy).
+        def apply() -> Any:
             nonlocal received
-            dtype = var.values.dtype
-            pieces = []
-            for m in itertools.chain([first], request_iterator):
-                piece = chunk_view(m.chunk, dtype, var.values.size)
-                pieces.append((int(m.chunk.offset), piece))
+            size, dtype = var.values.size, var.values.dtype
+            messages = itertools.chain([first], request_iterator)
+            if not self.store.push_log.first_time(*origin):
+                for m in messages:  # drain the retransmission
+                    received += len(m.chunk.data)
+                return ps_pb2.PushResponse(duplicate=True)
+            started = time.perf_counter()
+            step, covered = 0, 0
+            for m in messages:
+                piece = chunk_view(m.chunk, dtype, size)  # checks bounds before applying
+                if step == 0:
+                    step = var.begin_push()
+                var.apply_piece(int(m.chunk.offset), piece, step)
                 received += len(m.chunk.data)
-            pieces.sort(key=lambda p: p[0])
-            end = 0
-            for offset, piece in pieces:
-                if offset != end:
-                    break
-                end += len(piece)
-            if end != var.values.size:
-                raise ValueError(f"push stream for {first.name!r} does not cover each of "
-                                 f"its {var.values.size} elements exactly once")
-            return pieces
+                covered += len(piece)
+            if covered != size:
+                raise ValueError(f"push stream for {first.name!r} carried {covered} of its "
+                                 f"{size} elements")
+            self.stats.update(time.perf_counter() - started)
+            return ps_pb2.PushResponse(version=step)
 
-        pieces = _call(context, collect)
-        self.stats.request(bytes_in=received)
-        return _call(context, lambda: self._apply_once(first.origin, first.name,
-                                                       lambda: var.push_pieces(pieces)))
+        try:
+            return _call(context, apply)
+        finally:
+            self.stats.request(bytes_in=received)
 
     # ---------------------------------------------------------------- tables
 

@@ -59,7 +59,7 @@ def make_spec(
                         (name, tuple(sorted(params.items()))))
 
 
-APPLY_ELEMENTS = 1 << 18  # dense updates run over slices of this many elements
+APPLY_ELEMENTS = 1 << 16  # dense updates run over slices of this many elements
 
 
 class StoredVariable:
@@ -104,31 +104,43 @@ class StoredVariable:
         return self.push_pieces([(0, grad.reshape(-1))])
 
     def push_pieces(self, pieces: list[tuple[int, np.ndarray]]) -> int:
-        """Apply one gradient given as (element offset, 1-D piece) covering the value.
-
-        A streamed push arrives as pieces; applying them where they lie saves copying
-        them into one array. Elementwise optimizers run over slices of APPLY_ELEMENTS,
-        so temporaries stay small and heap-reused even for a variable of hundreds of MiB.
-        """
+        """Apply one gradient given as (element offset, 1-D piece) covering the value."""
         if sum(len(p) for _, p in pieces) != self.values.size:
             raise ValueError(f"gradient pieces cover {sum(len(p) for _, p in pieces)} of "
                              f"{self.values.size} elements")
-        with self.lock:
-            self.version += 1
-            self.pushes += 1
-            if len(pieces) == 1 and self.values.size <= APPLY_ELEMENTS:
+        if len(pieces) == 1 and self.values.size <= APPLY_ELEMENTS:
+            with self.lock:
+                self.version += 1
+                self.pushes += 1
                 self.optimizer.apply_dense(self.values, pieces[0][1].reshape(self.values.shape),
                                            self.slots, self.version)
                 return self.version
-            flat = self.values.reshape(-1)
-            slots = {k: v.reshape(-1) for k, v in self.slots.items()}
-            for offset, piece in pieces:
-                for s in range(0, len(piece), APPLY_ELEMENTS):
-                    dst = slice(offset + s, offset + min(s + APPLY_ELEMENTS, len(piece)))
-                    self.optimizer.apply_dense(flat[dst], piece[s:s + APPLY_ELEMENTS],
-                                               {k: v[dst] for k, v in slots.items()},
-                                               self.version)
+        step = self.begin_push()
+        for offset, piece in pieces:
+            self.apply_piece(offset, piece, step)
+        return step
+
+    def begin_push(self) -> int:
+        """Count a new push and return its step (for optimizers that use one)."""
+        with self.lock:
+            self.version += 1
+            self.pushes += 1
             return self.version
+
+    def apply_piece(self, offset: int, piece: np.ndarray, step: int) -> None:
+        """Apply the gradient of elements [offset, offset + len(piece)) of push `step`.
+
+        Elementwise optimizers run over slices of APPLY_ELEMENTS, so temporaries stay
+        small and heap-reused even for a variable of hundreds of MiB; the lock is held
+        per slice, so pulls interleave (Hogwild, as TF's PS).
+        """
+        flat = self.values.reshape(-1)
+        slots = {k: v.reshape(-1) for k, v in self.slots.items()}
+        for s in range(0, len(piece), APPLY_ELEMENTS):
+            dst = slice(offset + s, offset + min(s + APPLY_ELEMENTS, len(piece)))
+            with self.lock:
+                self.optimizer.apply_dense(flat[dst], piece[s:s + APPLY_ELEMENTS],
+                                           {k: v[dst] for k, v in slots.items()}, step)
 
     def nbytes(self) -> int:
         """Bytes held by values and slots."""

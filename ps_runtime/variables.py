@@ -17,13 +17,17 @@ from ps_runtime.ps_client import PendingDense, PendingPush, PendingRows, PSClien
 class PendingValue:
     """A dense value being pulled (possibly as several parts); `result()` assembles it."""
 
-    def __init__(self, parts: list[PendingDense], shape: tuple[int, ...]) -> None:
+    def __init__(self, parts: list[PendingDense], shape: tuple[int, ...],
+                 out: np.ndarray | None = None) -> None:
         self._parts = parts
         self._shape = shape
+        self._out = out
 
     def result(self) -> np.ndarray:
         """Wait for every part and return the whole value."""
         values = [f.result() for f in self._parts]
+        if self._out is not None:
+            return self._out
         if len(values) == 1:
             return values[0].reshape(self._shape)
         return np.concatenate(values, axis=0)
@@ -60,20 +64,22 @@ class Variable:
         """Key of part `i` on its shard."""
         return f"{self.name}/part-{i}"
 
-    def read_async(self) -> PendingValue:
+    def read_async(self, out: np.ndarray | None = None) -> PendingValue:
         """Start pulling the value (all parts at once); `.result()` returns it."""
         if not self.parts:
             return PendingValue([self.client.pull_dense_async(self.shard, self.name,
-                                                              self.nbytes)], self.shape)
-        futures = [self.client.pull_dense_async(s, self.part_name(i), rows * self._row_bytes())
-                   for i, (s, _, rows) in enumerate(self.parts)]
-        return PendingValue(futures, self.shape)
+                                                              self.nbytes, out)], self.shape)
+        futures = [self.client.pull_dense_async(
+            s, self.part_name(i), rows * self._row_bytes(),
+            None if out is None else out[off:off + rows])
+            for i, (s, off, rows) in enumerate(self.parts)]
+        return PendingValue(futures, self.shape, out)
 
-    def read(self) -> np.ndarray:
-        """Pull the current value."""
+    def read(self, out: np.ndarray | None = None) -> np.ndarray:
+        """Pull the current value (into `out`, a reusable buffer, when given)."""
         if not self.parts:
-            return self.client.pull_dense(self.shard, self.name, self.nbytes)
-        return self.read_async().result()
+            return self.client.pull_dense(self.shard, self.name, self.nbytes, out)
+        return self.read_async(out).result()
 
     def push_gradient(self, grad: np.ndarray) -> int:
         """Send a gradient; the PS applies the variable's optimizer. Returns the version."""

@@ -111,6 +111,9 @@ def test_large_dense_variables_stream_in_chunks_and_split_over_shards() -> None:
         np.testing.assert_array_equal(v.read(), value)
         v.push_gradient(np.ones_like(value))
         np.testing.assert_array_equal(v.read(), value - 1)
+        buffer = np.empty_like(value)
+        assert v.read(out=buffer) is buffer
+        np.testing.assert_array_equal(buffer, value - 1)
         stats = strategy.stats()
         assert sum(s.bytes_out for s in stats) >= 2 * value.nbytes
         assert sum(s.bytes_in for s in stats) >= 2 * value.nbytes
