@@ -21,12 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vcs", required=True, help="philly_vc.csv")
     p.add_argument("--start", type=int, default=45000, help="first job (in submission order)")
     p.add_argument("--count", type=int, default=5000, help="consecutive jobs to keep")
-    p.add_argument("--scale", type=float, default=0.25, help="cluster size vs the VC sizes")
+    p.add_argument("--scale", type=float, default=0.1, help="cluster size vs the VC sizes")
     o = sub.add_parser("openb", help="Alibaba OpenB (node list + pod list)")
     o.add_argument("--nodes", required=True, help="openb_node_list_all_node.csv")
     o.add_argument("--pods", required=True, help="openb_pod_list_default.csv")
-    o.add_argument("--node-fraction", type=float, default=0.1)
-    o.add_argument("--time-scale", type=float, default=0.1, help="multiplies submit times")
+    o.add_argument("--node-fraction", type=float, default=0.05)
+    o.add_argument("--time-scale", type=float, default=0.03, help="multiplies submit times")
+    o.add_argument("--max-duration", type=float, default=86400.0, help="cap on job runtime (s)")
     for s in (p, o):
         s.add_argument("--cluster", required=True, help="CLUSTER.yaml to write")
         s.add_argument("--trace", required=True, help="TRACE.csv to write")
@@ -37,7 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         cluster, jobs = openb.convert(
-            args.nodes, args.pods, node_fraction=args.node_fraction, time_scale=args.time_scale
+            args.nodes,
+            args.pods,
+            node_fraction=args.node_fraction,
+            time_scale=args.time_scale,
+            max_duration_s=args.max_duration,
         )
     dump_cluster(cluster, args.cluster)
     write_trace(jobs, args.trace)

@@ -6,7 +6,9 @@ Derivations (the trace has no teams, priorities, elasticity or parameter servers
 - jobs: the pods that ran (phase `Pending` pods never did, so they are dropped), one worker
   each, not elastic, no PS; fractional GPUs (`gpu_milli` < 1000) are rounded up to a whole
   GPU; submit = `creation_time` x `time_scale` (compressing arrivals to load the smaller
-  cluster), duration = `deletion_time` - `scheduled_time`;
+  cluster), duration = `deletion_time` - `scheduled_time`, at most `max_duration_s` (most
+  pods are still running when the trace ends, so their durations are censored anyway; the
+  1 % that run for weeks would otherwise set the makespan alone);
 - teams are workload classes: `cpu` (no GPU), `gpu-shared` (a fraction of a GPU), `gpu-1`
   (one GPU) and `gpu-multi` (several); each team's quota of each resource is the cluster's
   capacity times the team's share of the trace's demand for it (resource x seconds);
@@ -35,7 +37,12 @@ def team_for(num_gpu: int, gpu_milli: int) -> str:
 
 
 def convert(
-    nodes_csv: str | Path, pods_csv: str | Path, *, node_fraction: float, time_scale: float
+    nodes_csv: str | Path,
+    pods_csv: str | Path,
+    *,
+    node_fraction: float,
+    time_scale: float,
+    max_duration_s: float = 86400.0,
 ) -> tuple[dict[str, Any], list[TraceJob]]:
     with open(nodes_csv, newline="") as f:
         all_nodes = list(csv.DictReader(f))
@@ -63,7 +70,8 @@ def convert(
             gpus = 1
         cpu = int(p["cpu_milli"]) / 1000
         mem = int(p["memory_mib"])
-        duration = max(1.0, float(int(p["deletion_time"]) - int(p["scheduled_time"])))
+        duration = float(int(p["deletion_time"]) - int(p["scheduled_time"]))
+        duration = min(max(1.0, duration), max_duration_s)
         team = team_for(int(p["num_gpu"]), int(p["gpu_milli"]))
         acc = demand.setdefault(team, [0.0, 0.0, 0.0])
         for r, x in enumerate((cpu, mem, gpus)):
