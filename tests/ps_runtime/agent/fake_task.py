@@ -13,6 +13,9 @@ import sys
 import time
 
 mode = os.environ.get("FAKE_MODE", "exit")
+if mode == "serve":
+    # Before any output: a test that saw this task's first line can rely on a clean stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 print("hello from task", flush=True)
 print("a warning", file=sys.stderr, flush=True)
 info = {
@@ -51,6 +54,5 @@ elif mode == "grandchild":
     print(f"GRANDCHILD {child.pid}", flush=True)
     time.sleep(600)
 else:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         time.sleep(0.1)

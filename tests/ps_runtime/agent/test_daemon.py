@@ -131,7 +131,12 @@ def test_enroll_run_tasks_reconnect_and_stop(tmp_path: Path) -> None:
         assert order.index((31, 1, "stopped")) < order.index((31, 2, "running"))
         assert not pid_alive(first_pid)
 
-        # The desired list empties: the task is stopped and reported so.
+        # Once attempt 2 printed (its SIGTERM handler is in place), the desired list
+        # empties: the task is stopped and reported so.
+        await _until(
+            lambda: log_lines(cp.received, "stdout").count("hello from task") >= 2,
+            what="attempt 2 output",
+        )
         cp.set_tasks([])
         await cp.notify_tasks_changed()
         await _until(lambda: status_seen(31, 2, "stopped"), what="attempt 2 stopped")
