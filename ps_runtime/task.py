@@ -45,21 +45,19 @@ def _require(env: Mapping[str, str], name: str) -> str:
 
 def serve(role: str, env: Mapping[str, str]) -> int:
     """Serve a PS shard or worker on TRAINHUB_BIND until SIGTERM/SIGINT; stop gracefully."""
-    from ps_runtime.ps_server import create_ps_server
-    from ps_runtime.worker_server import create_worker_server
-
     bind = _require(env, "TRAINHUB_BIND")
     token = _require(env, "TRAINHUB_JOB_TOKEN")
     index = int(env.get("TRAINHUB_TASK_INDEX", "0") or 0)
-    if role == "ps":
-        server, port = create_ps_server(
-            bind,
-            token=token,
-            shard_index=index,
-            checkpoint_dir=env.get("TRAINHUB_CHECKPOINT_DIR") or None,
-        )
-    else:
-        server, port = create_worker_server(bind, token=token)
+    try:
+        server, port = _create_server(role, bind, token, index, env)
+    except RuntimeError as e:
+        if "bind" not in str(e).lower():
+            raise
+        raise TaskConfigError(
+            f"cannot listen on {bind}: the port is in use on this node. TrainHub hands task "
+            "ports out of TRAINHUB_TASK_PORT_MIN..MAX (a server setting); keep that range free "
+            "of other services"
+        ) from e
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -73,6 +71,22 @@ def serve(role: str, env: Mapping[str, str]) -> int:
     log.info("%s %d stopping", role, index)
     server.stop(STOP_GRACE_SECONDS).wait()
     return 0
+
+
+def _create_server(
+    role: str, bind: str, token: str, index: int, env: Mapping[str, str]
+) -> tuple[Any, int]:
+    from ps_runtime.ps_server import create_ps_server
+    from ps_runtime.worker_server import create_worker_server
+
+    if role == "ps":
+        return create_ps_server(
+            bind,
+            token=token,
+            shard_index=index,
+            checkpoint_dir=env.get("TRAINHUB_CHECKPOINT_DIR") or None,
+        )
+    return create_worker_server(bind, token=token)
 
 
 def run_coordinator(env: Mapping[str, str]) -> int:

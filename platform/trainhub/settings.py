@@ -189,9 +189,10 @@ SPECTACULAR_SETTINGS = {
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))
 # Ports handed to PS and worker tasks on a node.
+# Below Linux's ephemeral range (32768-60999), so outgoing connections never hold them.
 TASK_PORT_RANGE = (
-    int(os.environ.get("TRAINHUB_TASK_PORT_MIN", "41000")),
-    int(os.environ.get("TRAINHUB_TASK_PORT_MAX", "48999")),
+    int(os.environ.get("TRAINHUB_TASK_PORT_MIN", "24000")),
+    int(os.environ.get("TRAINHUB_TASK_PORT_MAX", "31999")),
 )
 CHECKPOINT_ROOT = os.environ.get("TRAINHUB_CHECKPOINT_ROOT", str(DATA_DIR / "checkpoints"))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import socket
 import subprocess
@@ -32,6 +33,13 @@ from trainhub.standalone.processes import (
 
 ADMIN = ("admin", "admin-pw-e2e")
 SHARED_UDATA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "ml-100k" / "u.data"
+
+
+def task_port_range() -> dict[str, str]:
+    """A task port range of its own for one test installation, so that installations
+    running at the same time on this machine never hand out the same port."""
+    low = random.randrange(20000, 32000, 100)
+    return {"TRAINHUB_TASK_PORT_MIN": str(low), "TRAINHUB_TASK_PORT_MAX": str(low + 99)}
 
 
 def free_port() -> int:
@@ -109,6 +117,7 @@ def services_cluster(database_url: str, redis_url: str, tmp: Path) -> Iterator[L
             "TRAINHUB_DATA_DIR": str(tmp / "data"),
             "TRAINHUB_CHECKPOINT_ROOT": str(tmp / "checkpoints"),
             "TRAINHUB_CHANNEL_PREFIX": f"e2e{port}",
+            **task_port_range(),
             "DJANGO_SUPERUSER_PASSWORD": ADMIN[1],
         }
     )
@@ -233,5 +242,6 @@ __all__ = [
     "movielens_file",
     "services_cluster",
     "task_pid",
+    "task_port_range",
 ]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .cluster import free_port, job_processes
+from .cluster import free_port, job_processes, task_port_range
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,11 @@ pytestmark = pytest.mark.slow
 def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env.update(TRAINHUB_DATA_DIR=str(tmp_path / "var"), TRAINHUB_ADMIN_PASSWORD="pw-standalone")
+    env.update(
+        TRAINHUB_DATA_DIR=str(tmp_path / "var"),
+        TRAINHUB_ADMIN_PASSWORD="pw-standalone",
+        **task_port_range(),
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainhub.cli", "standalone", "--port", str(port)],
         env=env,

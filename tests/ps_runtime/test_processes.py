@@ -187,3 +187,22 @@ def test_task_rejects_bad_role() -> None:
         timeout=60,
     )
     assert proc.returncode == 1 and "TRAINHUB_ROLE='chief'" in proc.stderr
+
+
+def test_task_on_a_taken_port_says_what_to_do() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = subprocess.run(
+            [sys.executable, "-m", "ps_runtime.task"],
+            env=_env(TRAINHUB_ROLE="worker", TRAINHUB_BIND=address, TRAINHUB_JOB_TOKEN="t"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert f"cannot listen on {address}: the port is in use" in done.stderr
