@@ -69,9 +69,10 @@ class Variable:
         if not self.parts:
             return PendingValue([self.client.pull_dense_async(self.shard, self.name,
                                                               self.nbytes, out)], self.shape)
+        if out is None:  # parts land in their rows of one array (no concatenation)
+            out = np.empty(self.shape, dtype=self.dtype)
         futures = [self.client.pull_dense_async(
-            s, self.part_name(i), rows * self._row_bytes(),
-            None if out is None else out[off:off + rows])
+            s, self.part_name(i), rows * self._row_bytes(), out[off:off + rows])
             for i, (s, off, rows) in enumerate(self.parts)]
         return PendingValue(futures, self.shape, out)
 
