@@ -7,8 +7,11 @@ import {
   LOG_LINE_CAP,
   dropOverlap,
   emptySeries,
+  compactNumber,
+  formatEvent,
   formatLogLine,
   groupByName,
+  logLineClass,
   mergeSeries,
   nextBackoff,
   parseLogsResponse,
@@ -80,7 +83,7 @@ class Charts {
         width: this.widthOf(el),
         height: CHART_HEIGHT,
         scales: { x: { time: false } },
-        axes: [{ label: "step" }, {}],
+        axes: [{ label: "step" }, { values: (_u, ticks) => ticks.map(compactNumber) }],
         series: [{ label: "step" }, { label: name, stroke: color, width: 2 }],
         legend: { live: true },
       },
@@ -106,7 +109,7 @@ class LogView {
     const fragment = document.createDocumentFragment();
     for (const l of lines.slice(-LOG_LINE_CAP)) {
       const span = document.createElement("span");
-      span.className = l.stream === "stderr" ? "log-line stderr" : "log-line";
+      span.className = logLineClass(l);
       span.textContent = `${formatLogLine(l)}\n`;
       fragment.append(span);
     }
@@ -288,7 +291,23 @@ class JobPage {
         if (this.historyShown) this.logs.append(msg.lines);
         else this.logBuffer.push(...msg.lines);
         break;
+      case "event":
+        this.appendEvent(msg);
+        break;
     }
+  }
+
+  appendEvent(msg) {
+    const list = document.getElementById("events");
+    if (!list) return;
+    const { time, text, actor } = formatEvent(msg);
+    const item = document.createElement("li");
+    const timeEl = document.createElement("time");
+    timeEl.textContent = time;
+    const who = document.createElement("small");
+    who.textContent = actor;
+    item.append(timeEl, text, who);
+    list.append(item);
   }
 }
 

@@ -126,9 +126,43 @@ export function parseMessage(text) {
       };
     case "logs":
       return Array.isArray(msg.lines) ? { type: "logs", lines: parseLogsResponse(msg) } : null;
+    case "event":
+      if (typeof msg.kind !== "string" || typeof msg.time !== "string") return null;
+      return {
+        type: "event",
+        time: msg.time,
+        kind: msg.kind,
+        toState: typeof msg.to_state === "string" ? msg.to_state : "",
+        reason: typeof msg.reason === "string" ? msg.reason : "",
+        actor: typeof msg.actor === "string" ? msg.actor : "",
+      };
     default:
       return null;
   }
+}
+
+const COMPACT = new Intl.NumberFormat("en", { notation: "compact", maximumSignificantDigits: 4 });
+
+/** Axis labels that fit the chart's gutter: 0.9231, 12.5, 190k, 1.2M. */
+export function compactNumber(value) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "";
+  return Math.abs(value) >= 10000 ? COMPACT.format(value) : String(Number(value.toPrecision(4)));
+}
+
+/** An event's line as the page's server-rendered list shows it: time, what, why, who. */
+export function formatEvent(e) {
+  const time = e.time.length >= 19 ? e.time.slice(11, 19) : e.time;
+  const what = e.toState ? `${e.kind} → ${e.toState}` : e.kind;
+  return { time, text: ` ${what} — ${e.reason} `, actor: e.actor ? `(${e.actor})` : "" };
+}
+
+const ERROR_LINE = /\b(Traceback|[A-Za-z]*Error|ERROR|Exception|CRITICAL|FATAL)\b/;
+
+/** CSS classes of a log line: stderr is normal output for Python logging, so only lines
+ * that look like errors stand out. */
+export function logLineClass(l) {
+  if (ERROR_LINE.test(l.line)) return "log-line error";
+  return l.stream === "stderr" ? "log-line stderr" : "log-line";
 }
 
 /** A state name made safe for a class name (`state-<x>`). */

@@ -4,8 +4,11 @@ import { describe, test } from "node:test";
 import {
   dropOverlap,
   emptySeries,
+  compactNumber,
+  formatEvent,
   formatLogLine,
   groupByName,
+  logLineClass,
   mergeSeries,
   nextBackoff,
   normalizePoints,
@@ -175,4 +178,33 @@ describe("dropOverlap", () => {
   test("compares the source too", () => {
     assert.deepEqual(dropOverlap([l("a", "ps-0")], [l("a", "worker-0")]), [l("a", "worker-0")]);
   });
+});
+
+describe("events and log lines", () => {
+  test("an event message parses and formats like the server-rendered list", () => {
+    const msg = parseMessage(JSON.stringify({
+      type: "event", time: "2026-11-21T06:54:58.572953+00:00", kind: "state",
+      from_state: "running", to_state: "restarting", reason: "ps 0 exited", actor: "node 1",
+    }));
+    assert.deepEqual(formatEvent(msg), {
+      time: "06:54:58", text: " state → restarting — ps 0 exited ", actor: "(node 1)",
+    });
+    assert.equal(parseMessage(JSON.stringify({ type: "event", kind: 3 })), null);
+  });
+
+  test("only error-looking lines are marked as errors", () => {
+    assert.equal(logLineClass({ stream: "stderr", line: "INFO ps 0 serving" }), "log-line stderr");
+    assert.equal(logLineClass({ stream: "stderr", line: "Traceback (most recent call last):" }),
+      "log-line error");
+    assert.equal(logLineClass({ stream: "stdout", line: "ValueError: bad" }), "log-line error");
+    assert.equal(logLineClass({ stream: "stdout", line: "epoch 1" }), "log-line");
+  });
+});
+
+test("axis labels stay short", () => {
+  assert.equal(compactNumber(190000), "190K");
+  assert.equal(compactNumber(1234567), "1.235M");
+  assert.equal(compactNumber(0.92312345), "0.9231");
+  assert.equal(compactNumber(12.5), "12.5");
+  assert.equal(compactNumber(null), "");
 });

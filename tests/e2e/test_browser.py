@@ -82,6 +82,11 @@ def test_job_page_chart_gains_points_without_reload(
             "() => document.querySelector('#job-state').textContent.trim() === 'cancelled'",
             timeout=15_000,
         )
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#events li')]"
+            ".some(li => li.textContent.includes('→ cancelled'))",
+            timeout=15_000,
+        )
         assert page.evaluate("window.__notReloaded") is True
         assert errors == []
     finally:

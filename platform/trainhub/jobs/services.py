@@ -77,7 +77,7 @@ def _record(
     from_state: str = "",
     to_state: str = "",
 ) -> None:
-    JobEvent.objects.create(
+    event = JobEvent.objects.create(
         job=job,
         time=now,
         kind=kind,
@@ -85,6 +85,18 @@ def _record(
         to_state=to_state,
         reason=reason,
         actor=actor,
+    )
+    broadcast_on_commit(
+        job.pk,
+        {
+            "type": "job.event",
+            "time": event.time.isoformat(),
+            "kind": kind,
+            "from_state": from_state,
+            "to_state": to_state,
+            "reason": reason,
+            "actor": actor,
+        },
     )
 
 

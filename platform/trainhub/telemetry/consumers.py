@@ -39,6 +39,9 @@ class JobStreamConsumer(AsyncJsonWebsocketConsumer):
     async def job_state(self, event: dict[str, Any]) -> None:
         await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "state"})
 
+    async def job_event(self, event: dict[str, Any]) -> None:
+        await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "event"})
+
     async def task_state(self, event: dict[str, Any]) -> None:
         await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "task"})
 
