@@ -305,6 +305,8 @@ def quota(args: argparse.Namespace) -> None:
         slugs = [args.team]
     else:
         slugs = [t["slug"] for t in client.get("/teams/", limit=1000)["results"]]
+    if not slugs:
+        raise CommandError("You are in no team yet; ask a platform admin to add you to one.")
     quotas = [client.get(f"/teams/{slug}/quota/") for slug in slugs]
     if args.json:
         print_json(quotas if not args.team else quotas[0])
