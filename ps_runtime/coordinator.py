@@ -19,13 +19,17 @@ raise `UnavailableError` naming the shard; restart the job from its checkpoint.
 
 Membership is elastic: `add_worker`, `remove_worker` and `set_workers` change the
 workers while closures run; a removed worker finishes its in-flight closures (or, if it
-is already gone, they are re-queued) and takes no new ones.
+is already gone, they are re-queued) and takes no new ones. Under the platform, the agent
+keeps the job's current worker list in the file named by TRAINHUB_CLUSTER_FILE and the
+coordinator follows it, so scaling a job needs no restart.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +51,9 @@ from ps_runtime.proto import ps_pb2_grpc
 from ps_runtime.wire import decode_value
 
 log = logging.getLogger(__name__)
+
+# Written by the agent with the job's current {"ps": [...], "worker": [...]} (docs/protocol.md).
+CLUSTER_FILE_ENV = "TRAINHUB_CLUSTER_FILE"
 
 __all__ = [
     "ClosureCancelledError",
@@ -210,6 +217,35 @@ class ClusterCoordinator:
         self._indices = itertools.count()
         for address in resolver.workers:
             self.add_worker(address)
+        self._stopped = threading.Event()
+        self._watcher: threading.Thread | None = None
+        cluster_file = os.environ.get(CLUSTER_FILE_ENV)
+        if cluster_file:
+            self._watcher = threading.Thread(
+                target=self._watch_cluster_file,
+                args=(cluster_file,),
+                daemon=True,
+                name="cluster-file-watcher",
+            )
+            self._watcher.start()
+
+    def _watch_cluster_file(self, path: str, poll_seconds: float = 1.0) -> None:
+        """Follow the worker list the agent writes when the platform rescales the job."""
+        seen: float | None = None
+        while not self._stopped.wait(poll_seconds):
+            try:
+                mtime = os.stat(path).st_mtime
+                if mtime == seen:
+                    continue
+                seen = mtime
+                with open(path) as f:
+                    workers = json.load(f).get("worker", [])
+            except (OSError, ValueError, AttributeError) as e:
+                log.warning("cannot read the cluster file %s: %s", path, e)
+                continue
+            if isinstance(workers, list) and workers and set(workers) != set(self.workers.values()):
+                log.warning("workers changed to %s", workers)
+                self.set_workers([str(w) for w in workers])
 
     @property
     def num_workers(self) -> int:
@@ -321,6 +357,7 @@ class ClusterCoordinator:
 
     def shutdown(self) -> None:
         """Stop the dispatch threads and close the worker channels."""
+        self._stopped.set()
         self._queue.stop()
         with self._lock:
             handles, self._workers = list(self._workers.values()), {}

@@ -258,6 +258,8 @@ class Agent:
         plan = reconcile(
             desired.tasks, self.supervisor.live_keys(), self.supervisor.finished_keys()
         )
+        for task in desired.tasks:
+            self.supervisor.update_cluster(task)
         if plan.empty:
             return
         self.supervisor.forget(plan.forget)

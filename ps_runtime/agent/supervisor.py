@@ -29,6 +29,8 @@ from ps_runtime.agent.protocol import DesiredTask, TaskKey
 logger = logging.getLogger(__name__)
 
 TASK_COMMAND: tuple[str, ...] = (sys.executable, "-m", "ps_runtime.task")
+CLUSTER_ENV = "TRAINHUB_CLUSTER"
+CLUSTER_FILE_ENV = "TRAINHUB_CLUSTER_FILE"
 MAX_LINE_BYTES = 64 * 1024  # longer lines are split; keeps memory per reader bounded
 READER_JOIN_SECONDS = 2.0  # a grandchild may keep the pipes open after the leader exits
 
@@ -43,6 +45,8 @@ class TaskProcess:
     done: threading.Event = field(default_factory=threading.Event)
     readers: list[threading.Thread] = field(default_factory=list)
     stopper: threading.Thread | None = None
+    cluster_file: Path | None = None
+    cluster: str = ""
 
     @property
     def key(self) -> TaskKey:
@@ -147,6 +151,10 @@ class Supervisor:
         try:
             cwd = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
             cwd.mkdir(parents=True, exist_ok=True)
+            cluster = task.env.get(CLUSTER_ENV, "")
+            cluster_file = cwd / "cluster.json"
+            _write_atomically(cluster_file, cluster)
+            env[CLUSTER_FILE_ENV] = str(cluster_file)
             proc = subprocess.Popen(
                 self._command,
                 env=env,
@@ -169,7 +177,8 @@ class Supervisor:
             return None
         finally:
             os.close(write_fd)  # the child holds its own copy; EOF follows its exit
-        tp = TaskProcess(task=task, proc=proc, cpus=cpus)
+        tp = TaskProcess(task=task, proc=proc, cpus=cpus, cluster_file=cluster_file,
+                         cluster=cluster)
         with self._lock:
             self._live[key] = tp
         logger.info(
@@ -185,6 +194,19 @@ class Supervisor:
         ]
         self._thread(self._wait, tp)
         return tp
+
+    def update_cluster(self, task: DesiredTask) -> bool:
+        """Rewrite a live task's cluster file if the job's cluster changed (workers added
+        or removed); the coordinator watches it. True if it was rewritten."""
+        with self._lock:
+            tp = self._live.get(task.key)
+        cluster = task.env.get(CLUSTER_ENV, "")
+        if tp is None or tp.cluster_file is None or cluster == tp.cluster:
+            return False
+        _write_atomically(tp.cluster_file, cluster)
+        tp.cluster = cluster
+        logger.info("task %s: cluster changed to %s", task.id, cluster)
+        return True
 
     @staticmethod
     def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
@@ -265,3 +287,9 @@ class Supervisor:
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

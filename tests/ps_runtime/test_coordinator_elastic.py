@@ -174,3 +174,35 @@ def test_dead_parameter_server_is_named(tasks: Tasks) -> None:
     finally:
         coordinator.shutdown()
         strategy.close()
+
+
+def test_coordinator_follows_the_cluster_file(
+    tasks: Tasks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    ps, first, second = tasks.start("ps"), tasks.start("worker"), tasks.start("worker", 1)
+    ClusterResolver(ps=[ps], workers=[second], token=TOKEN).wait_until_healthy(60)
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"ps": [ps], "worker": [first]}))
+    monkeypatch.setenv("TRAINHUB_CLUSTER_FILE", str(path))
+    coordinator = _coordinator([ps], [first])
+    try:
+
+        def wait_workers(expected: set[str]) -> None:
+            deadline = time.monotonic() + 15
+            while set(coordinator.workers.values()) != expected:
+                assert time.monotonic() < deadline, coordinator.workers
+                time.sleep(0.1)
+
+        time.sleep(1.1)  # a new mtime for the rewrite
+        path.write_text(json.dumps({"ps": [ps], "worker": [first, second]}))
+        wait_workers({first, second})
+        values = [coordinator.schedule(closure_fns.slow_identity, (i, 0.02)) for i in range(30)]
+        time.sleep(1.1)
+        path.write_text(json.dumps({"ps": [ps], "worker": [second]}))
+        wait_workers({second})
+        coordinator.join(timeout=60)
+        assert [v.fetch() for v in values] == list(range(30))
+    finally:
+        coordinator.shutdown()

@@ -193,3 +193,18 @@ def test_parse_metric_line_rejects_malformed(line: str) -> None:
 def test_parse_metric_line_accepts_report_output() -> None:
     point = parse_metric_line('{"step": null, "time": "t", "values": {"acc": 1}}')
     assert point == {"step": None, "time": "t", "values": {"acc": 1}}
+
+
+def test_cluster_file_follows_the_jobs_cluster(supervisor: Any, tmp_path: Path) -> None:
+    first = '{"ps": ["h:1"], "worker": ["h:2"]}'
+    task = fake_task(41, mode="serve", TRAINHUB_CLUSTER=first)
+    supervisor.start(task)
+    path = tmp_path / "tasks" / "41-1" / "cluster.json"
+    assert path.read_text() == first
+    assert not supervisor.update_cluster(task)  # unchanged: nothing written
+
+    grown = '{"ps": ["h:1"], "worker": ["h:2", "h:3"]}'
+    assert supervisor.update_cluster(fake_task(41, mode="serve", TRAINHUB_CLUSTER=grown))
+    assert path.read_text() == grown
+    assert not supervisor.update_cluster(fake_task(99, TRAINHUB_CLUSTER=grown))
+    supervisor.stop(task.key, grace=2.0)
