@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.jobs.models import Job
 from trainhub.tenancy.choices import Role
@@ -139,3 +142,18 @@ def test_the_token_endpoint_is_rate_limited(world: dict[str, Any], settings: Any
     ]
     assert codes[:30] == [400] * 30
     assert codes[30] == 429
+
+
+def test_a_token_stops_working_when_it_expires(world: dict[str, Any]) -> None:
+    client = APIClient()
+    client.force_authenticate(world["alice"])
+    soon = timezone.now() + timedelta(seconds=1)
+    issued = client.post("/api/v1/tokens/", {"expires_at": soon.isoformat()}, format="json")
+    assert issued.status_code == 201, issued.content
+    script = APIClient()
+    script.credentials(HTTP_AUTHORIZATION=f"Token {issued.json()['token']}")
+    assert script.get("/api/v1/jobs/").status_code == 200
+    time.sleep(1.2)
+    assert script.get("/api/v1/jobs/").status_code == 401
+    past = client.post("/api/v1/tokens/", {"expires_at": "2000-01-01T00:00:00Z"}, format="json")
+    assert past.status_code == 400

@@ -72,6 +72,14 @@ def test_login_stores_the_token_privately_and_errors_exit_non_zero(
     usage = trainhub(config, "scale", "abc", "2")
     assert usage.returncode == 2
 
+    # A script can store an existing token instead of a password.
+    token = json.loads(config.read_text())["token"]
+    by_token = trainhub(other, "login", user["url"], "--token", token)
+    assert by_token.returncode == 0 and "as alice" in by_token.stdout
+    assert trainhub(other, "jobs").returncode == 0
+    revoked = trainhub(other, "login", user["url"], "--token", "not-a-token")
+    assert revoked.returncode == 3
+
 
 def test_submit_jobs_describe_scale_cancel(user: dict[str, Any]) -> None:
     config = user["config"]
