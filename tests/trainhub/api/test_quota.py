@@ -215,3 +215,18 @@ def test_node_cordon_drain_uncordon_are_audited(world: dict[str, Any]) -> None:
         .order_by("id")
         .values_list("action", flat=True)
     ) == ["node.cordon", "node.drain", "node.uncordon"]
+
+
+def test_enrollment_tokens_are_listed_without_secret_and_revoked(world: dict[str, Any]) -> None:
+    admin = world["admin"]
+    issued = admin.post("/api/v1/enrollment-tokens/", {"max_uses": 2}, format="json").json()
+    listed = admin.get("/api/v1/enrollment-tokens/").json()["results"]
+    assert issued["token"] not in str(listed)
+    assert admin.post(f"/api/v1/enrollment-tokens/{issued['id']}/revoke/").json()["revoked"]
+    facts = {"hostname": "n", "address": "127.0.0.1", "cpus": 1, "memory_mb": 1024}
+    enroll = APIClient().post(
+        "/api/v1/nodes/enroll/", {"token": issued["token"], **facts}, format="json"
+    )
+    assert enroll.status_code == 400 and "revoked" in enroll.json()["token"][0]
+    assert world["member"].get("/api/v1/enrollment-tokens/").status_code == 403
+    assert AuditEntry.objects.filter(action="enrollment_token.revoke").count() == 1
