@@ -69,11 +69,6 @@ def _try_start(st: CycleState, job: Job) -> None:
         if not (admission.pool_short and make_room(st, job, admission)):
             st.reason(job, admission.reason)
         return
-    if admission.borrows and st.owner_waiting:
-        # Quota whose owner has work waiting is not idle: lending it now would only have
-        # to be reclaimed (preempted) again.
-        st.reason(job, "team quota exhausted; teams lending quota have work waiting for it")
-        return
     gang = job.gang()
     if not admission.reclaim:
         placed = st.cap.place_gang(job.team, gang)
@@ -83,8 +78,6 @@ def _try_start(st: CycleState, job: Job) -> None:
     if make_room(st, job, admission):
         return
     st.capacity_blocked = True
-    if not admission.borrows:
-        st.owner_waiting = True
     if admission.reclaim:
         st.reason(job, "its team's idle quota is lent out and cannot be reclaimed yet")
     else:

@@ -51,7 +51,6 @@ class CycleState:
     reservations: dict[int, list[Reservation]]
     decisions: Decisions = field(default_factory=Decisions)
     capacity_blocked: bool = False
-    owner_waiting: bool = False  # a job within its team's nominal quota could not start
     make_room_attempts: int = 0
     no_room: set[tuple[object, ...]] = field(default_factory=set)
     victims: object = None  # reclaim's victim lists, built on first need
