@@ -25,7 +25,12 @@ def desired_tasks(node: Node) -> list[dict[str, Any]]:
     job_ids = {t.job_id for t in mine}
     peers: dict[int, dict[str, list[str]]] = defaultdict(lambda: {"ps": [], "worker": []})
     for peer in (
-        Task.objects.filter(job_id__in=job_ids, role__in=[TaskRole.PS, TaskRole.WORKER])
+        Task.objects.filter(
+            job_id__in=job_ids,
+            role__in=[TaskRole.PS, TaskRole.WORKER],
+            desired=DesiredState.RUN,
+            state__in=TASK_ACTIVE,
+        )
         .select_related("node")
         .order_by("job_id", "role", "index")
     ):

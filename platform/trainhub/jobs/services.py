@@ -343,7 +343,8 @@ def record_task_status(
     )
 
     if state == TaskState.RUNNING:
-        if not Task.objects.filter(job=job).exclude(state=TaskState.RUNNING).exists():
+        wanted = Task.objects.filter(job=job, desired=DesiredState.RUN)
+        if not wanted.exclude(state=TaskState.RUNNING).exists():
             transition_job(job, JobState.RUNNING, reason="all tasks running", actor=actor, now=now)
         return
     if state == TaskState.STOPPED or task.desired == DesiredState.STOP:
@@ -386,7 +387,7 @@ def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now
         actor=actor,
         now=now,
     )
-    tasks = Task.objects.filter(job=job)
+    tasks = Task.objects.filter(job=job, desired=DesiredState.RUN)  # not scaled-away workers
     _new_attempt(tasks)
     notify_tasks_changed(n for n in tasks.values_list("node_id", flat=True) if n is not None)
 
@@ -429,3 +430,61 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
                 task.job, JobState.FAILED, reason=reason, actor="scheduler", now=now, message=reason
             )
     return len(tasks)
+
+
+@transaction.atomic
+def rescale_workers(
+    *, job: Job, add: list[Placement], stop: list[Task], now: datetime, actor: str = "scheduler"
+) -> None:
+    """Start the workers in `add` and stop those in `stop` on a running job.
+
+    A new worker reuses the slot of a worker stopped earlier (next attempt) when there is
+    one. Every task of the job is told, since the cluster its tasks see changed.
+    """
+    before = Task.objects.filter(job=job, role=TaskRole.WORKER, desired=DesiredState.RUN).count()
+    Task.objects.filter(pk__in=[t.pk for t in stop]).update(desired=DesiredState.STOP)
+    free_slots = list(
+        Task.objects.filter(job=job, role=TaskRole.WORKER, desired=DesiredState.STOP)
+        .exclude(state__in=TASK_ACTIVE)
+        .order_by("index")
+    )
+    next_index = (
+        Task.objects.filter(job=job, role=TaskRole.WORKER)
+        .order_by("-index")
+        .values_list("index", flat=True)
+        .first()
+        or 0
+    ) + 1
+    for p in add:
+        if free_slots:
+            slot = free_slots.pop(0)
+            Task.objects.filter(pk=slot.pk).update(
+                node_id=p.node_id,
+                port=p.port,
+                cpu=p.cpu,
+                memory_mb=p.memory_mb,
+                gpu_indices=p.gpu_indices,
+                attempt=F("attempt") + 1,
+                state=TaskState.ASSIGNED,
+                desired=DesiredState.RUN,
+                exit_code=None,
+                message="",
+                started_at=None,
+                finished_at=None,
+            )
+        else:
+            Task.objects.create(
+                job=job,
+                role=TaskRole.WORKER,
+                index=next_index,
+                node_id=p.node_id,
+                port=p.port,
+                cpu=p.cpu,
+                memory_mb=p.memory_mb,
+                gpu_indices=p.gpu_indices,
+            )
+            next_index += 1
+    after = before + len(add) - len(stop)
+    _record(job, kind="rescale", reason=f"workers {before} -> {after}", actor=actor, now=now)
+    nodes = Task.objects.filter(job=job).exclude(node=None).values_list("node_id", flat=True)
+    notify_tasks_changed(nodes)

@@ -10,12 +10,13 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from trainhub.jobs.choices import TASK_ACTIVE, JobState, TaskRole
+from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.services import (
     Placement,
     place_job,
     release_lost_nodes,
+    rescale_workers,
     set_pending_reasons,
 )
 from trainhub.nodes.choices import SCHEDULABLE
@@ -113,6 +114,55 @@ def _assign_ports(
     return ports
 
 
+def _apply_worker_targets(now: datetime) -> None:
+    """Grow or shrink running jobs to the worker count their owners asked for (`scale`).
+
+    Shrinking stops the highest-indexed workers; growing places one worker at a time on
+    the first node with room, and stops when none has (the next cycle tries again).
+    """
+    jobs = Job.objects.filter(state=JobState.RUNNING, target_workers__isnull=False)
+    if not jobs.exists():
+        return
+    snapshot, _, used_ports = _snapshot(now)
+    nodes = list(snapshot.nodes)
+    for job in jobs:
+        workers = list(
+            job.tasks.filter(
+                role=TaskRole.WORKER, desired=DesiredState.RUN, state__in=TASK_ACTIVE
+            ).order_by("index")
+        )
+        target = job.target_workers or 0
+        if target < len(workers):
+            rescale_workers(job=job, add=[], stop=workers[target:], now=now)
+            continue
+        res = job.spec["workers"]["resources"]
+        add: list[Placement] = []
+        for i in range(target - len(workers)):
+            request = policy.TaskRequest(
+                TaskRole.WORKER, i, res["cpu"], res["memory_mb"], res.get("gpu", 0)
+            )
+            node = next((n for n in nodes if n.fits(request)), None)
+            if node is None:
+                break
+            gpus = node.take(request)
+            [port] = _assign_ports(
+                [policy.TaskPlacement(TaskRole.WORKER, i, node.id, tuple(gpus))], used_ports
+            )
+            add.append(
+                Placement(
+                    role=TaskRole.WORKER,
+                    index=i,
+                    node_id=node.id,
+                    port=port,
+                    cpu=request.cpu,
+                    memory_mb=request.memory_mb,
+                    gpu_indices=gpus,
+                )
+            )
+        if add:
+            rescale_workers(job=job, add=add, stop=[], now=now)
+
+
 def run_cycle(*, now: datetime) -> CycleResult:
     """Run one cycle unless another is running (single-flight across the cluster)."""
     with transaction.atomic():
@@ -145,6 +195,7 @@ def run_cycle(*, now: datetime) -> CycleResult:
                 ],
             )
         set_pending_reasons(decisions.pending_reasons)
+        _apply_worker_targets(now)
     if decisions.starts:
         logger.info("scheduling cycle started jobs %s", sorted(decisions.starts))
     return CycleResult(

@@ -199,6 +199,43 @@ def test_coordinator_exit_75_restarts_the_job_and_other_failures_do_not(
     assert job.message == "coordinator 0 exited with code 1"
 
 
+def test_scaling_a_running_job_adds_and_removes_workers(setup: dict[str, Any]) -> None:
+    from trainhub.jobs.services import scale_job
+
+    job, _ = _running_job(setup, workers={"min": 1, "max": 3, "resources": {"cpu": 0.5}})
+
+    def desired() -> dict[tuple[str, int], dict[str, Any]]:
+        return {(t["role"], t["index"]): t for t in _agent_tasks(setup["credential"])["tasks"]}
+
+    def cluster_workers() -> list[str]:
+        env = desired()[("coordinator", 0)]["env"]
+        return list(json.loads(env["TRAINHUB_CLUSTER"])["worker"])
+
+    scale_job(job=job, workers=2, actor="alice", now=timezone.now())
+    run_cycle(now=timezone.now())
+    grown = desired()
+    assert ("worker", 1) in grown
+    assert len(cluster_workers()) == 2
+    _report(setup["node"].pk, grown[("worker", 1)], "running")
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+    scale_job(job=job, workers=1, actor="alice", now=timezone.now())
+    run_cycle(now=timezone.now())
+    assert ("worker", 1) not in desired()
+    assert len(cluster_workers()) == 1
+    _report(setup["node"].pk, grown[("worker", 1)], "stopped")
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+
+    scale_job(job=job, workers=2, actor="alice", now=timezone.now())
+    run_cycle(now=timezone.now())
+    again = desired()[("worker", 1)]
+    assert (again["id"], again["attempt"]) == (grown[("worker", 1)]["id"], 2)
+    reasons = [e.reason for e in job.events.filter(kind="rescale")]
+    assert reasons == ["workers 1 -> 2", "workers 2 -> 1", "workers 1 -> 2"]
+
+
 def test_cancel_stops_tasks_and_second_cancel_conflicts(setup: dict[str, Any]) -> None:
     job = make_job(setup["alice"])
     run_cycle(now=timezone.now())
