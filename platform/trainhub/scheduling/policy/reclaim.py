@@ -23,7 +23,7 @@ from .placement import Placed
 from .quota import Admission
 from .state import CycleState, RunningJob
 
-MAX_VICTIM_UNITS = 256
+MAX_VICTIM_UNITS = 256  # bounds the work of one attempt
 
 
 @dataclass
@@ -182,6 +182,8 @@ def _apply(st: CycleState, unit: _Unit, sign: int) -> None:
 def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     """Free room for `job` by taking victims; True if it now has a reservation."""
     cfg = st.snapshot.config
+    if st.make_room_attempts >= cfg.max_make_room_attempts:
+        return False
     reclaim = admission.ok and not admission.borrows
     # Victims only get fewer during a cycle: a gang that found no room will not find it later.
     memo = (job.team, reclaim, tuple(sorted((r, res.as_tuple()) for r, _, res in job.gang())))
