@@ -157,21 +157,35 @@ class PartInfo:
 
 
 class PushLog:
-    """Remembers recent (worker, incarnation, sequence) origins so a retransmit is a no-op."""
+    """Remembers recent (worker, incarnation, sequence) origins so a retransmit is a no-op.
 
-    WINDOW = 65536  # sequences kept per origin; far more than can be in flight
+    Per origin (a client process lifetime) the last WINDOW pushes are kept, and the
+    MAX_ORIGINS most recently active origins; both are far beyond what can be in flight.
+    """
+
+    WINDOW = 65536
+    MAX_ORIGINS = 1024
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # guards _seen
-        self._seen: dict[tuple[str, int], tuple[set[int], collections.deque[int]]] = {}
+        self._seen: collections.OrderedDict[
+            tuple[str, int], tuple[set[tuple[int, str]], collections.deque[tuple[int, str]]]
+        ] = collections.OrderedDict()
 
     def first_time(self, worker: str, incarnation: int, sequence: int, key: str) -> bool:
         """Record the origin for `key`; False if it was recorded before."""
         if not worker:
             return True  # anonymous pushes are not de-duplicated
         with self._lock:
-            seen, order = self._seen.setdefault((worker, incarnation), (set(), collections.deque()))
-            tag = hash((sequence, key))
+            origin = (worker, incarnation)
+            entry = self._seen.get(origin)
+            if entry is None:
+                entry = self._seen[origin] = (set(), collections.deque())
+                while len(self._seen) > self.MAX_ORIGINS:
+                    self._seen.popitem(last=False)
+            self._seen.move_to_end(origin)
+            seen, order = entry
+            tag = (sequence, key)
             if tag in seen:
                 return False
             seen.add(tag)
@@ -187,7 +201,7 @@ class PushLog:
         with self._lock:
             entry = self._seen.get((worker, incarnation))
             if entry is not None:
-                entry[0].discard(hash((sequence, key)))
+                entry[0].discard((sequence, key))
 
 
 class ParameterStore:

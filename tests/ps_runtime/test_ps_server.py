@@ -218,3 +218,17 @@ def test_overlapped_pulls_and_table_lifecycle_over_rpc() -> None:
         assert all(v.shape[0] <= 80 for v in stats)
         assert sum(v.rows_evicted for v in stats) > 0
         strategy.close()
+
+
+def test_push_log_is_exact_and_bounded() -> None:
+    from ps_runtime.ps_store import PushLog
+
+    log = PushLog()
+    assert log.first_time("w", 1, 5, "a") and log.first_time("w", 1, 5, "b")
+    assert not log.first_time("w", 1, 5, "a")
+    log.forget("w", 1, 5, "a")
+    assert log.first_time("w", 1, 5, "a")
+    assert log.first_time("", 0, 0, "a") and log.first_time("", 0, 0, "a")  # anonymous
+    for i in range(PushLog.MAX_ORIGINS + 10):
+        log.first_time(f"worker-{i}", 1, 1, "a")
+    assert len(log._seen) == PushLog.MAX_ORIGINS
