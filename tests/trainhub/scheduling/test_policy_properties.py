@@ -27,6 +27,8 @@ from trainhub.scheduling.policy import (
     Team,
     schedule,
 )
+from trainhub.scheduling.simulate import Simulator, cluster_from_dict
+from trainhub.scheduling.simulate.inputs import TraceJob
 
 from .driver import apply
 
@@ -183,3 +185,47 @@ def test_decisions_do_not_depend_on_the_order_of_the_snapshot(snap: Snapshot) ->
         teams=tuple(reversed(snap.teams)),
     )
     assert schedule(shuffled) == schedule(snap)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["cfs", "fifo", "priority"]))
+def test_random_traces_replay_to_the_end_without_overcommitting(seed: int, policy: str) -> None:
+    rng = random.Random(seed)
+    cluster = cluster_from_dict(
+        {
+            "node_groups": [
+                {"count": rng.randint(1, 3), "cpu": 16, "memory_mb": 65536, "gpu": 4},
+                {"count": rng.randint(0, 2), "cpu": 16, "memory_mb": 65536},
+            ],
+            "teams": [
+                {"name": "a", "quota": {"cpu": 16, "memory_mb": 65536, "gpu": 4}},
+                {
+                    "name": "b",
+                    "quota": {"cpu": 8, "memory_mb": 32768, "gpu": 2},
+                    "borrowing_limit": {"gpu": rng.choice([0, 2])},
+                },
+            ],
+        }
+    )
+    trace = []
+    for i in range(rng.randint(1, 30)):
+        mn = rng.randint(1, 2)
+        trace.append(
+            TraceJob(
+                i + 1,
+                rng.uniform(0, 2000),
+                rng.choice("ab"),
+                rng.choice(list(PRIORITY_WEIGHTS)),
+                rng.uniform(10, 1500),
+                mn,
+                mn + rng.choice([0, 0, 2]),
+                rng.choice([0, 1]),
+                rng.choice([1, 2]),
+                rng.choice([0, 1]),
+                4096,
+            )
+        )
+    trace.sort(key=lambda j: j.submit_time_s)
+    sim = Simulator(cluster, trace, policy=policy, check=True)
+    report = sim.run()
+    assert report.jobs == len(trace) == len(sim.ended)
