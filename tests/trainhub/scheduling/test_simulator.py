@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from trainhub.jobs.choices import PRIORITY_WEIGHTS as PLATFORM_WEIGHTS
 from trainhub.scheduling.policy import PRIORITY_WEIGHTS
 from trainhub.scheduling.simulate import Simulator, cluster_from_dict, jain, load_trace
