@@ -2,7 +2,8 @@
 
 Victims, in the order they are taken:
 1. for a GPU job: CPU-only jobs sitting on GPU nodes on borrowed quota;
-2. elastic jobs above their minimum, most-fulfilled first (one worker at a time);
+2. elastic jobs above their minimum, one worker at a time: for reclaim the most-fulfilled
+   first; for fair share those of the team farthest above its fair share first;
 3. (reclaim only) jobs running on borrowed quota, lowest priority and most recently
    started first.
 A victim must belong to another team that is borrowing (reclaim: the job fits its own
@@ -136,19 +137,24 @@ def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
                 and _eligible(st, rj, job, reclaim, key)
             ):
                 yield _preempt_unit(st, rj)
+
+    def shrink_order(rj: RunningJob) -> tuple[float, float, int, RunningJob]:
+        # Reclaim: the most-fulfilled borrower first. Fair share: the job whose team is
+        # farthest above its fair share first, then the most-fulfilled.
+        above = 0.0 if reclaim else -st.book.fair_key(rj.job.team)[1]
+        return (above, -rj.workers / rj.job.workers_max, rj.job.id, rj)
+
     heap = [
-        (-rj.workers / rj.job.workers_max, rj.job.id, rj)
-        for rj in victims.elastic
-        if usable(rj) and rj.workers > rj.job.workers_min
+        shrink_order(rj) for rj in victims.elastic if usable(rj) and rj.workers > rj.job.workers_min
     ]
     heapq.heapify(heap)
     while heap:
-        _, _, rj = heapq.heappop(heap)
+        rj = heapq.heappop(heap)[3]
         if rj.gone or rj.workers <= rj.job.workers_min or not _eligible(st, rj, job, reclaim, key):
             continue
         yield _worker_unit(st, rj)
         if rj.workers > rj.job.workers_min:
-            heapq.heappush(heap, (-rj.workers / rj.job.workers_max, rj.job.id, rj))
+            heapq.heappush(heap, shrink_order(rj))
     if not reclaim:
         return
     for rj in victims.borrowers:
