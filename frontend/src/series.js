@@ -188,6 +188,11 @@ export function formatLogLine(l) {
  * that arrived on both are the longest prefix of `live` that is also a suffix of `history`.
  */
 export function dropOverlap(history, live) {
+  // Lines carry database ids: keep exactly the live lines newer than the history.
+  const lastId = history.length ? history[history.length - 1].id : undefined;
+  if (Number.isInteger(lastId) && live.every((l) => Number.isInteger(l.id))) {
+    return live.filter((l) => l.id > lastId);
+  }
   const same = (a, b) => a.source === b.source && a.stream === b.stream && a.line === b.line;
   for (let k = Math.min(history.length, live.length); k > 0; k -= 1) {
     let match = true;

@@ -175,6 +175,12 @@ describe("dropOverlap", () => {
     assert.deepEqual(dropOverlap([l("a")], []), []);
   });
 
+  test("uses ids when both sides have them, even for repeated text", () => {
+    const h = [{ ...l("x"), id: 7 }, { ...l("x"), id: 8 }];
+    const live = [{ ...l("x"), id: 8 }, { ...l("x"), id: 9 }];
+    assert.deepEqual(dropOverlap(h, live), [{ ...l("x"), id: 9 }]);
+  });
+
   test("compares the source too", () => {
     assert.deepEqual(dropOverlap([l("a", "ps-0")], [l("a", "worker-0")]), [l("a", "worker-0")]);
   });

@@ -71,5 +71,9 @@ def ingest_logs(
         )
         for line in lines
     ]
-    LogLine.objects.bulk_create(rows)
-    return [{"source": source, "stream": r.stream, "line": r.line} for r in rows]
+    LogLine.objects.bulk_create(rows)  # sets the ids (PostgreSQL and SQLite RETURNING)
+    # The ids let a browser line live lines up with `GET …/logs/?after=<id>` history.
+    return [
+        {"id": r.pk, "source": source, "stream": r.stream, "line": r.line, "time": now.isoformat()}
+        for r in rows
+    ]
