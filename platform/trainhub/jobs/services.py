@@ -392,9 +392,11 @@ def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now
     notify_tasks_changed(n for n in tasks.values_list("node_id", flat=True) if n is not None)
 
 
-def _new_attempt(tasks: Any) -> None:
-    """Start the next attempt of these tasks on the same node and port."""
+def _new_attempt(tasks: Any, **placement: Any) -> None:
+    """Start the next attempt of these tasks (on the same node and port unless `placement`
+    moves them)."""
     tasks.update(
+        **placement,
         attempt=F("attempt") + 1,
         state=TaskState.ASSIGNED,
         desired=DesiredState.RUN,
@@ -458,19 +460,13 @@ def rescale_workers(
     for p in add:
         if free_slots:
             slot = free_slots.pop(0)
-            Task.objects.filter(pk=slot.pk).update(
+            _new_attempt(
+                Task.objects.filter(pk=slot.pk),
                 node_id=p.node_id,
                 port=p.port,
                 cpu=p.cpu,
                 memory_mb=p.memory_mb,
                 gpu_indices=p.gpu_indices,
-                attempt=F("attempt") + 1,
-                state=TaskState.ASSIGNED,
-                desired=DesiredState.RUN,
-                exit_code=None,
-                message="",
-                started_at=None,
-                finished_at=None,
             )
         else:
             Task.objects.create(
