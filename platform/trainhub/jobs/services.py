@@ -271,19 +271,7 @@ def place_job(
         started_at=now,
     ):
         return False
-    Task.objects.bulk_create(
-        Task(
-            job=job,
-            role=p.role,
-            index=p.index,
-            node_id=p.node_id,
-            port=p.port,
-            cpu=p.cpu,
-            memory_mb=p.memory_mb,
-            gpu_indices=p.gpu_indices,
-        )
-        for p in placements
-    )
+    Task.objects.bulk_create(_task(job, p, p.index) for p in placements)
     notify_tasks_changed(p.node_id for p in placements)
     return True
 
@@ -392,6 +380,20 @@ def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now
     notify_tasks_changed(n for n in tasks.values_list("node_id", flat=True) if n is not None)
 
 
+def _task(job: Job, p: Placement, index: int) -> Task:
+    """A new task of `job` where `p` places it."""
+    return Task(
+        job=job,
+        role=p.role,
+        index=index,
+        node_id=p.node_id,
+        port=p.port,
+        cpu=p.cpu,
+        memory_mb=p.memory_mb,
+        gpu_indices=p.gpu_indices,
+    )
+
+
 def _new_attempt(tasks: Any, **placement: Any) -> None:
     """Start the next attempt of these tasks (on the same node and port unless `placement`
     moves them)."""
@@ -469,16 +471,7 @@ def rescale_workers(
                 gpu_indices=p.gpu_indices,
             )
         else:
-            Task.objects.create(
-                job=job,
-                role=TaskRole.WORKER,
-                index=next_index,
-                node_id=p.node_id,
-                port=p.port,
-                cpu=p.cpu,
-                memory_mb=p.memory_mb,
-                gpu_indices=p.gpu_indices,
-            )
+            _task(job, p, next_index).save()
             next_index += 1
     after = before + len(add) - len(stop)
     _record(job, kind="rescale", reason=f"workers {before} -> {after}", actor=actor, now=now)
