@@ -260,19 +260,24 @@ class Agent:
         )
         for task in desired.tasks:
             self.supervisor.update_cluster(task)
+            self.supervisor.update_stop_grace(task)
         if plan.empty:
             return
         self.supervisor.forget(plan.forget)
-        for key in plan.stops:
-            self.supervisor.stop(key, desired.stop_grace_seconds)
+        # A task no longer listed stops with the grace of the last list that named it (a
+        # coordinator gets long enough to save a checkpoint), else the response-level one.
+        graces = {
+            key: self.supervisor.stop_grace(key, desired.stop_grace_seconds)
+            for key in plan.stops
+        }
+        for key, grace in graces.items():
+            self.supervisor.stop(key, grace)
         for task in plan.starts:
             # A restart (new attempt) waits for the old attempt to be gone: it holds the
             # same ports, GPUs and checkpoint directory.
-            for old in plan.stops:
+            for old, grace in graces.items():
                 if old.id == task.id:
-                    await asyncio.to_thread(
-                        self.supervisor.wait_gone, old, desired.stop_grace_seconds + 2.0
-                    )
+                    await asyncio.to_thread(self.supervisor.wait_gone, old, grace + 2.0)
             self.supervisor.start(task)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -49,6 +50,8 @@ class DesiredTask:
     memory_mb: int = 0
     gpu_indices: tuple[int, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    # SIGTERM-to-SIGKILL time when this task stops; None: the response-level value.
+    stop_grace_seconds: float | None = None
 
     @property
     def key(self) -> TaskKey:
@@ -69,6 +72,13 @@ def _int(obj: Mapping[str, Any], name: str, default: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ProtocolError(f"task field {name!r} must be an integer, got {value!r}")
     return value
+
+
+def _stop_grace(value: Any, where: str) -> float:
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not math.isfinite(value) or value < 0):
+        raise ProtocolError(f"{where} must be a non-negative number, got {value!r}")
+    return float(value)
 
 
 def _env_value(value: Any) -> str:
@@ -95,6 +105,7 @@ def parse_desired_task(obj: Any) -> DesiredTask:
         isinstance(i, int) and not isinstance(i, bool) for i in gpu_indices
     ):
         raise ProtocolError(f"resources.gpu_indices must be a list of integers: {gpu_indices!r}")
+    grace = obj.get("stop_grace_seconds")
     return DesiredTask(
         id=_int(obj, "id"),
         attempt=_int(obj, "attempt", 0),
@@ -105,6 +116,7 @@ def parse_desired_task(obj: Any) -> DesiredTask:
         memory_mb=memory_mb,
         gpu_indices=tuple(gpu_indices),
         env={str(k): _env_value(v) for k, v in env.items()},
+        stop_grace_seconds=None if grace is None else _stop_grace(grace, "task stop_grace_seconds"),
     )
 
 
@@ -112,15 +124,13 @@ def parse_desired_tasks(body: Any) -> DesiredTasks:
     """Validate the body of `GET /api/v1/agent/tasks/`."""
     if not isinstance(body, Mapping) or not isinstance(body.get("tasks"), list):
         raise ProtocolError("desired tasks response must be an object with a 'tasks' list")
-    grace = body.get("stop_grace_seconds", DEFAULT_STOP_GRACE_SECONDS)
+    grace = body.get("stop_grace_seconds")
     if grace is None:
         grace = DEFAULT_STOP_GRACE_SECONDS
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
-        raise ProtocolError(f"stop_grace_seconds must be a non-negative number, got {grace!r}")
     node_id = body.get("node_id")
     return DesiredTasks(
         tasks=tuple(parse_desired_task(t) for t in body["tasks"]),
-        stop_grace_seconds=float(grace),
+        stop_grace_seconds=_stop_grace(grace, "stop_grace_seconds"),
         node_id=node_id if isinstance(node_id, int) else None,
     )
 

@@ -47,6 +47,8 @@ class TaskProcess:
     stopper: threading.Thread | None = None
     cluster_file: Path | None = None
     cluster: str = ""
+    # The task's own stop grace from the latest desired list that named it (None: unset).
+    stop_grace: float | None = None
 
     @property
     def key(self) -> TaskKey:
@@ -178,7 +180,7 @@ class Supervisor:
         finally:
             os.close(write_fd)  # the child holds its own copy; EOF follows its exit
         tp = TaskProcess(task=task, proc=proc, cpus=cpus, cluster_file=cluster_file,
-                         cluster=cluster)
+                         cluster=cluster, stop_grace=task.stop_grace_seconds)
         with self._lock:
             self._live[key] = tp
         logger.info(
@@ -207,6 +209,21 @@ class Supervisor:
         tp.cluster = cluster
         logger.info("task %s: cluster changed to %s", task.id, cluster)
         return True
+
+    def update_stop_grace(self, task: DesiredTask) -> None:
+        """Remember the stop grace of a live task's latest desired entry: when the task is
+        later stopped for being no longer desired, that entry is the last word on it."""
+        with self._lock:
+            tp = self._live.get(task.key)
+            if tp is not None:
+                tp.stop_grace = task.stop_grace_seconds
+
+    def stop_grace(self, key: TaskKey, default: float) -> float:
+        """The live task's remembered stop grace, or `default` when it has none."""
+        with self._lock:
+            tp = self._live.get(key)
+            grace = tp.stop_grace if tp is not None else None
+        return default if grace is None else grace
 
     @staticmethod
     def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:

@@ -1,7 +1,8 @@
 """Stand-in for `python -m ps_runtime.task` in agent tests (run as a script, not imported).
 
 FAKE_MODE: "exit" (print, report, exit with FAKE_EXIT_CODE), "serve" (print, report, wait
-for SIGTERM), "grandchild" (spawn a grandchild; both ignore SIGTERM; print its pid).
+for SIGTERM), "stubborn" (ignore SIGTERM: only SIGKILL ends it), "grandchild" (spawn a
+grandchild; both ignore SIGTERM; print its pid).
 """
 
 import json
@@ -16,6 +17,8 @@ mode = os.environ.get("FAKE_MODE", "exit")
 if mode == "serve":
     # Before any output: a test that saw this task's first line can rely on a clean stop.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+elif mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("hello from task", flush=True)
 print("a warning", file=sys.stderr, flush=True)
 info = {

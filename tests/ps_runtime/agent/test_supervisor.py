@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +209,14 @@ def test_cluster_file_follows_the_jobs_cluster(supervisor: Any, tmp_path: Path) 
     assert path.read_text() == grown
     assert not supervisor.update_cluster(fake_task(99, TRAINHUB_CLUSTER=grown))
     supervisor.stop(task.key, grace=2.0)
+
+
+def test_stop_grace_is_the_latest_listings_own(supervisor: Supervisor) -> None:
+    task = fake_task(51, mode="serve")
+    supervisor.start(replace(task, stop_grace_seconds=60.0))
+    assert supervisor.stop_grace(task.key, 5.0) == 60.0
+    supervisor.update_stop_grace(replace(task, stop_grace_seconds=0.5))
+    assert supervisor.stop_grace(task.key, 5.0) == 0.5
+    supervisor.update_stop_grace(task)  # listed without one: the response-level value
+    assert supervisor.stop_grace(task.key, 5.0) == 5.0
+    assert supervisor.stop_grace(TaskKey(99, 1), 7.0) == 7.0  # not running
