@@ -122,6 +122,8 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# Installations (or test runs) that share one Redis keep apart by this prefix.
+REDIS_KEY_PREFIX = os.environ.get("TRAINHUB_CHANNEL_PREFIX", "trainhub")
 
 if REDIS_URL:
     # The pub/sub layer needs no blocking list commands, so the same layer runs on Redis in
@@ -131,8 +133,7 @@ if REDIS_URL:
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {
                 "hosts": [REDIS_URL],
-                # Installations (or test runs) that share one Redis keep apart by prefix.
-                "prefix": os.environ.get("TRAINHUB_CHANNEL_PREFIX", "trainhub"),
+                "prefix": REDIS_KEY_PREFIX,
             },
         }
     }
@@ -150,6 +151,21 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 SCHEDULING_INTERVAL_SECONDS = float(os.environ.get("TRAINHUB_SCHEDULING_INTERVAL", "5"))
+# Events (submit, finish, cancel, node, quota) within this window share one cycle.
+SCHEDULING_DEBOUNCE_SECONDS = float(os.environ.get("TRAINHUB_SCHEDULING_DEBOUNCE", "0.5"))
+# The policy the scheduler applies: cfs (fair share, DESIGN.md §3), fifo or priority.
+SCHEDULER_POLICY = os.environ.get("TRAINHUB_SCHEDULER_POLICY", "cfs")
+# Observe-only: every cycle logs what it would do (starts, resizes, preemptions) and does
+# none of it, so a policy change can be tried on the live cluster safely.
+SCHEDULER_OBSERVE_ONLY = os.environ.get("TRAINHUB_SCHEDULER_OBSERVE_ONLY", "").lower() in (
+    "1",
+    "true",
+    "yes",
+)
+# A preempted job's coordinator gets this long to save a checkpoint before it is killed.
+PREEMPTION_GRACE_SECONDS = float(os.environ.get("TRAINHUB_PREEMPTION_GRACE", "60"))
+# A waiting job rises one priority level per this many seconds (aging: nothing starves).
+SCHEDULER_AGING_SECONDS_PER_LEVEL = float(os.environ.get("TRAINHUB_SCHEDULER_AGING", "900"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -8,7 +8,7 @@ from typing import Any
 from trainhub.jobs.channels import send_to_job
 from trainhub.jobs.choices import TaskState
 from trainhub.jobs.models import Task
-from trainhub.jobs.services import record_task_status
+from trainhub.jobs.services import record_task_status, settle_unstarted_tasks
 from trainhub.nodes.services import record_heartbeat
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 
@@ -38,6 +38,13 @@ def handle_message(*, node_id: int, message: dict[str, Any], now: datetime) -> N
     if kind == "heartbeat":
         usage = message.get("usage")
         record_heartbeat(node_id=node_id, usage=usage if isinstance(usage, dict) else {}, now=now)
+        live = message.get("tasks")
+        if isinstance(live, list):
+            settle_unstarted_tasks(
+                node_id=node_id,
+                live={(t.get("id"), t.get("attempt")) for t in live if isinstance(t, dict)},
+                now=now,
+            )
     elif kind == "task_status":
         state = message.get("state")
         if state not in _REPORTABLE:

@@ -48,7 +48,13 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     ),
     JobState.PREEMPTED: frozenset({JobState.PENDING, JobState.CANCELLED}),
     JobState.RESTARTING: frozenset(
-        {JobState.RUNNING, JobState.FAILED, JobState.CANCELLED, JobState.SUCCEEDED}
+        {
+            JobState.RUNNING,
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.SUCCEEDED,
+            JobState.PREEMPTED,
+        }
     ),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset(),

@@ -42,6 +42,15 @@ class Job(models.Model):
     # Task restarts so far (worker relaunches and whole-job restarts after a PS loss);
     # bounded by the spec's max_restarts.
     restarts = models.PositiveIntegerField(default=0)
+    # Scheduler bookkeeping (DESIGN.md §3): resources held x time / priority weight.
+    vruntime = models.FloatField(default=0)
+    # When the job's worker count last changed (start, growth, shrink): the freeze window.
+    last_rescale_at = models.DateTimeField(null=True, blank=True)
+    # Start of the current wait (submission, or requeue after a preemption); ages the job.
+    pending_since = models.DateTimeField(null=True, blank=True)
+    # Set while the job is preempted: when its coordinator was asked to checkpoint and stop.
+    preempted_at = models.DateTimeField(null=True, blank=True)
+    preemptions = models.PositiveIntegerField(default=0)
 
     objects = JobQuerySet.as_manager()
 
@@ -67,6 +76,8 @@ class Task(models.Model):
     cpu = models.FloatField()
     memory_mb = models.PositiveBigIntegerField()
     gpu_indices = models.JSONField(default=list, blank=True)
+    # Placed on idle quota lent by other teams: reclaimed first when they need it back.
+    borrowed = models.BooleanField(default=False)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

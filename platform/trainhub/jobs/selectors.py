@@ -11,15 +11,21 @@ from django.conf import settings
 
 from trainhub.nodes.models import Node
 
-from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, TaskRole
+from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
 from .models import Job, Task
+
+# A preempted job's PS shards and workers keep serving while its coordinator checkpoints.
+JOB_SERVING = JOB_PLACED | {JobState.PREEMPTED}
 
 
 def desired_tasks(node: Node) -> list[dict[str, Any]]:
     """The tasks that should be running on `node`, in the agent protocol's shape."""
     mine = list(
         Task.objects.filter(
-            node=node, desired=DesiredState.RUN, state__in=TASK_ACTIVE, job__state__in=JOB_PLACED
+            node=node,
+            desired=DesiredState.RUN,
+            state__in=TASK_ACTIVE,
+            job__state__in=JOB_SERVING,
         ).select_related("job", "node")
     )
     job_ids = {t.job_id for t in mine}
@@ -56,7 +62,7 @@ def _task_document(task: Task, cluster: dict[str, list[str]]) -> dict[str, Any]:
         env["TRAINHUB_ENTRYPOINT"] = job.spec["entrypoint"]
         env["TRAINHUB_ARGS"] = json.dumps(job.spec.get("args", {}))
         env["TRAINHUB_CHECKPOINT_EVERY_SECONDS"] = str(job.spec["checkpoint_every_seconds"])
-    return {
+    document: dict[str, Any] = {
         "id": task.pk,
         "job_id": job.pk,
         "role": task.role,
@@ -69,3 +75,7 @@ def _task_document(task: Task, cluster: dict[str, list[str]]) -> dict[str, Any]:
         },
         "env": env,
     }
+    if task.role == TaskRole.COORDINATOR:
+        # Time to save a checkpoint when stopped (preemption), before SIGKILL.
+        document["stop_grace_seconds"] = settings.PREEMPTION_GRACE_SECONDS
+    return document

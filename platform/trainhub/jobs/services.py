@@ -61,6 +61,7 @@ class Placement:
     cpu: float
     memory_mb: int
     gpu_indices: list[int] = field(default_factory=list)
+    borrowed: bool = False  # on idle quota lent by other teams
 
 
 def _request_scheduling() -> None:
@@ -260,18 +261,34 @@ def cancel_job(*, job: Job, actor: str, now: datetime) -> Job:
 def place_job(
     *, job: Job, placements: list[Placement], now: datetime, actor: str = "scheduler"
 ) -> bool:
-    """Create the job's tasks on their nodes and move it to starting (gang: all or nothing)."""
+    """Create the job's tasks on their nodes and move it to starting (gang: all or nothing).
+
+    A job requeued after a preemption gets new attempts of its earlier task slots.
+    """
+    borrowed = any(p.borrowed for p in placements)
     if not transition_job(
         job,
         JobState.STARTING,
-        reason="placed on " + ", ".join(sorted({f"node {p.node_id}" for p in placements})),
+        reason="placed on "
+        + ", ".join(sorted({f"node {p.node_id}" for p in placements}))
+        + (" (on quota borrowed from other teams)" if borrowed else ""),
         actor=actor,
         now=now,
         pending_reason="",
         started_at=now,
+        last_rescale_at=now,
+        pending_since=None,
     ):
         return False
-    Task.objects.bulk_create(_task(job, p, p.index) for p in placements)
+    slots = {(t.role, t.index): t.pk for t in Task.objects.filter(job=job)}
+    new = []
+    for p in placements:
+        slot = slots.get((p.role, p.index))
+        if slot is None:
+            new.append(_task(job, p, p.index))
+        else:
+            _new_attempt(Task.objects.filter(pk=slot), **_placed_fields(p))
+    Task.objects.bulk_create(new)
     notify_tasks_changed(p.node_id for p in placements)
     return True
 
@@ -335,6 +352,11 @@ def record_task_status(
         if not wanted.exclude(state=TaskState.RUNNING).exists():
             transition_job(job, JobState.RUNNING, reason="all tasks running", actor=actor, now=now)
         return
+    if job.state == JobState.PREEMPTED:
+        if task.role == TaskRole.COORDINATOR:
+            _coordinator_stopped(job, exit_code, actor=actor, now=now)
+        advance_preemption(job, now=now)
+        return
     if state == TaskState.STOPPED or task.desired == DesiredState.STOP:
         return
     if job.state not in JOB_PLACED:
@@ -380,18 +402,20 @@ def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now
     notify_tasks_changed(n for n in tasks.values_list("node_id", flat=True) if n is not None)
 
 
+def _placed_fields(p: Placement) -> dict[str, Any]:
+    return {
+        "node_id": p.node_id,
+        "port": p.port,
+        "cpu": p.cpu,
+        "memory_mb": p.memory_mb,
+        "gpu_indices": p.gpu_indices,
+        "borrowed": p.borrowed,
+    }
+
+
 def _task(job: Job, p: Placement, index: int) -> Task:
     """A new task of `job` where `p` places it."""
-    return Task(
-        job=job,
-        role=p.role,
-        index=index,
-        node_id=p.node_id,
-        port=p.port,
-        cpu=p.cpu,
-        memory_mb=p.memory_mb,
-        gpu_indices=p.gpu_indices,
-    )
+    return Task(job=job, role=p.role, index=index, **_placed_fields(p))
 
 
 def _new_attempt(tasks: Any, **placement: Any) -> None:
@@ -438,12 +462,19 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
 
 @transaction.atomic
 def rescale_workers(
-    *, job: Job, add: list[Placement], stop: list[Task], now: datetime, actor: str = "scheduler"
+    *,
+    job: Job,
+    add: list[Placement],
+    stop: list[Task],
+    now: datetime,
+    actor: str = "scheduler",
+    why: str = "",
 ) -> None:
     """Start the workers in `add` and stop those in `stop` on a running job.
 
     A new worker reuses the slot of a worker stopped earlier (next attempt) when there is
-    one. Every task of the job is told, since the cluster its tasks see changed.
+    one. Every task of the job is told, since the cluster its tasks see changed. `why`
+    (e.g. the job the scheduler made room for) goes into the event.
     """
     before = Task.objects.filter(job=job, role=TaskRole.WORKER, desired=DesiredState.RUN).count()
     Task.objects.filter(pk__in=[t.pk for t in stop]).update(desired=DesiredState.STOP)
@@ -462,18 +493,127 @@ def rescale_workers(
     for p in add:
         if free_slots:
             slot = free_slots.pop(0)
-            _new_attempt(
-                Task.objects.filter(pk=slot.pk),
-                node_id=p.node_id,
-                port=p.port,
-                cpu=p.cpu,
-                memory_mb=p.memory_mb,
-                gpu_indices=p.gpu_indices,
-            )
+            _new_attempt(Task.objects.filter(pk=slot.pk), **_placed_fields(p))
         else:
             _task(job, p, next_index).save()
             next_index += 1
     after = before + len(add) - len(stop)
-    _record(job, kind="rescale", reason=f"workers {before} -> {after}", actor=actor, now=now)
+    Job.objects.filter(pk=job.pk).update(last_rescale_at=now)
+    reason = f"workers {before} -> {after}" + (f" ({why})" if why else "")
+    _record(job, kind="rescale", reason=reason, actor=actor, now=now)
     nodes = Task.objects.filter(job=job).exclude(node=None).values_list("node_id", flat=True)
     notify_tasks_changed(nodes)
+
+
+# A coordinator asked to stop (SIGTERM) exits 0 once it saved a checkpoint
+# (docs/protocol.md §2); anything else means the job resumes from its last periodic one.
+_STOPPED_AFTER_CHECKPOINT = 0
+
+
+@transaction.atomic
+def preempt_job(
+    *, job: Job, grace_seconds: float, reason: str, now: datetime, actor: str = "scheduler"
+) -> bool:
+    """Preempt a running job: its coordinator is asked to save a checkpoint and stop within
+    `grace_seconds` while the PS shards and workers keep serving; then they are stopped
+    too and the job is requeued (`advance_preemption`). False if the job is not running.
+    """
+    if not transition_job(
+        job,
+        JobState.PREEMPTED,
+        reason=f"{reason}; asking its coordinator to save a checkpoint and stop "
+        f"(grace {grace_seconds:g} s)",
+        actor=actor,
+        now=now,
+        preempted_at=now,
+        preemptions=F("preemptions") + 1,
+    ):
+        return False
+    coordinator = Task.objects.filter(
+        job=job, role=TaskRole.COORDINATOR, state__in=TASK_ACTIVE, desired=DesiredState.RUN
+    )
+    if coordinator.exists():
+        node_ids = list(coordinator.values_list("node_id", flat=True))
+        coordinator.update(desired=DesiredState.STOP)
+        notify_tasks_changed(n for n in node_ids if n is not None)
+    else:
+        advance_preemption(job, now=now)
+    return True
+
+
+def _coordinator_stopped(job: Job, exit_code: int | None, *, actor: str, now: datetime) -> None:
+    if exit_code == _STOPPED_AFTER_CHECKPOINT:
+        reason = "the coordinator saved a checkpoint and stopped"
+    else:
+        reason = (
+            f"the coordinator stopped without a new checkpoint (exit code {exit_code}); "
+            "the job will resume from its last periodic checkpoint"
+        )
+    _record(job, kind="checkpoint", reason=reason, actor=actor, now=now)
+
+
+def advance_preemption(job: Job, *, now: datetime, grace_seconds: float | None = None) -> None:
+    """Move a preempted job on: once its coordinator is gone (or overdue by the grace
+    period), stop the PS shards and workers; once every task is gone, requeue the job."""
+    job.refresh_from_db()
+    if job.state != JobState.PREEMPTED:
+        return
+    active = Task.objects.filter(job=job, state__in=TASK_ACTIVE)
+    coordinator_active = active.filter(role=TaskRole.COORDINATOR).exists()
+    overdue = (
+        grace_seconds is not None
+        and job.preempted_at is not None
+        and (now - job.preempted_at).total_seconds() > grace_seconds
+    )
+    if active.filter(desired=DesiredState.RUN).exists() and (not coordinator_active or overdue):
+        _record(
+            job,
+            kind="stop",
+            reason="stopping its parameter servers and workers",
+            actor="scheduler",
+            now=now,
+        )
+        _stop_tasks(job)
+        return
+    if active.exists():
+        return
+    transition_job(
+        job,
+        JobState.PENDING,
+        reason="requeued; it resumes from its checkpoint when it starts again",
+        actor="scheduler",
+        now=now,
+        pending_since=now,
+        preempted_at=None,
+        pending_reason="requeued after a preemption",
+    )
+    _request_scheduling()
+
+
+@transaction.atomic
+def settle_unstarted_tasks(*, node_id: int, live: set[tuple[Any, Any]], now: datetime) -> int:
+    """Tasks stopped before their agent started them will never be reported on: once the
+    node's heartbeat (its live task attempts) shows they are not running, they are
+    stopped. Returns how many were."""
+    settled = 0
+    # Twice: stopping a preempted job's coordinator this way stops its PS and workers.
+    for _ in range(2):
+        unstarted = [
+            t
+            for t in Task.objects.select_for_update()
+            .filter(node_id=node_id, state=TaskState.ASSIGNED, desired=DesiredState.STOP)
+            .select_related("job")
+            if (t.pk, t.attempt) not in live
+        ]
+        if not unstarted:
+            break
+        Task.objects.filter(pk__in=[t.pk for t in unstarted]).update(
+            state=TaskState.STOPPED, finished_at=now, message="stopped before it started"
+        )
+        for job in {t.job_id: t.job for t in unstarted}.values():
+            if job.state == JobState.PREEMPTED:
+                advance_preemption(job, now=now)
+        settled += len(unstarted)
+    if settled:
+        _request_scheduling()
+    return settled

@@ -18,6 +18,7 @@ from trainhub.scheduling.services import run_cycle
 from trainhub.telemetry.models import MetricPoint
 from trainhub.tenancy.choices import Role
 
+from ..agent_sim import agent_tasks, report
 from ..factories import make_job, make_node, make_team, make_user
 
 
@@ -29,34 +30,13 @@ def setup(db: Any) -> dict[str, Any]:
     return {"alice": alice, "node": node, "credential": credential}
 
 
-def _agent_tasks(credential: str) -> dict[str, Any]:
-    response = APIClient().get("/api/v1/agent/tasks/", HTTP_AUTHORIZATION=f"Node {credential}")
-    assert response.status_code == 200, response.content
-    return response.json()
-
-
-def _report(node_id: int, task: dict[str, Any], state: str, exit_code: int | None = None) -> None:
-    handle_message(
-        node_id=node_id,
-        now=timezone.now(),
-        message={
-            "type": "task_status",
-            "id": task["id"],
-            "attempt": task["attempt"],
-            "state": state,
-            "exit_code": exit_code,
-            "message": "",
-        },
-    )
-
-
 def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]) -> None:
     node = setup["node"]
     job = make_job(setup["alice"])
-    assert _agent_tasks(setup["credential"])["tasks"] == []
+    assert agent_tasks(setup["credential"])["tasks"] == []
 
     assert run_cycle(now=timezone.now()).started == 1
-    tasks = _agent_tasks(setup["credential"])["tasks"]
+    tasks = agent_tasks(setup["credential"])["tasks"]
     assert sorted((t["role"], t["index"]) for t in tasks) == [
         ("coordinator", 0),
         ("ps", 0),
@@ -74,7 +54,7 @@ def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]
     assert env["ps"]["TRAINHUB_JOB_TOKEN"] == job.runtime_token
 
     for task in tasks:
-        _report(node.pk, task, "running")
+        report(node.pk, task, "running")
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
@@ -96,11 +76,11 @@ def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]
         ("test_rmse", 1, 0.95)
     ]
 
-    _report(node.pk, coordinator, "succeeded", 0)
+    report(node.pk, coordinator, "succeeded", 0)
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED
     # The PS and worker are no longer desired: the agent will stop them.
-    assert _agent_tasks(setup["credential"])["tasks"] == []
+    assert agent_tasks(setup["credential"])["tasks"] == []
     assert set(job.tasks.values_list("desired", flat=True)) >= {DesiredState.STOP}
     kinds = [(e.to_state, e.actor) for e in job.events.all() if e.kind == "state"]
     assert [k[0] for k in kinds] == ["starting", "running", "succeeded"]
@@ -114,23 +94,23 @@ def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]
 def test_task_failure_fails_the_job_with_the_reason(setup: dict[str, Any]) -> None:
     job = make_job(setup["alice"], max_restarts=0)
     run_cycle(now=timezone.now())
-    tasks = _agent_tasks(setup["credential"])["tasks"]
+    tasks = agent_tasks(setup["credential"])["tasks"]
     worker = next(t for t in tasks if t["role"] == "worker")
-    _report(setup["node"].pk, worker, "failed", 3)
+    report(setup["node"].pk, worker, "failed", 3)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
     assert job.message == "worker 0 exited with code 3"
     # A repeated or late report changes nothing.
-    _report(setup["node"].pk, worker, "failed", 3)
+    report(setup["node"].pk, worker, "failed", 3)
     assert Job.objects.get(pk=job.pk).events.filter(to_state=JobState.FAILED).count() == 1
 
 
 def _running_job(setup: dict[str, Any], **spec: Any) -> tuple[Job, list[dict[str, Any]]]:
     job = make_job(setup["alice"], **spec)
     run_cycle(now=timezone.now())
-    tasks = _agent_tasks(setup["credential"])["tasks"]
+    tasks = agent_tasks(setup["credential"])["tasks"]
     for task in tasks:
-        _report(setup["node"].pk, task, "running")
+        report(setup["node"].pk, task, "running")
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
     return job, tasks
@@ -139,20 +119,18 @@ def _running_job(setup: dict[str, Any], **spec: Any) -> tuple[Job, list[dict[str
 def test_lost_worker_is_relaunched_while_the_job_keeps_running(setup: dict[str, Any]) -> None:
     job, tasks = _running_job(setup, max_restarts=1)
     worker = next(t for t in tasks if t["role"] == "worker")
-    _report(setup["node"].pk, worker, "failed", 137)
+    report(setup["node"].pk, worker, "failed", 137)
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.restarts == 1
-    relaunched = next(
-        t for t in _agent_tasks(setup["credential"])["tasks"] if t["role"] == "worker"
-    )
+    relaunched = next(t for t in agent_tasks(setup["credential"])["tasks"] if t["role"] == "worker")
     assert (relaunched["id"], relaunched["attempt"]) == (worker["id"], 2)
     assert relaunched["env"]["TRAINHUB_BIND"] == worker["env"]["TRAINHUB_BIND"]
     assert job.events.filter(kind="restart").get().reason == (
         "worker 0 exited with code 137; relaunching it (restart 1 of 1)"
     )
-    _report(setup["node"].pk, worker, "stopped")  # the old attempt's late report: ignored
-    _report(setup["node"].pk, relaunched, "running")
-    _report(setup["node"].pk, relaunched, "failed", 137)
+    report(setup["node"].pk, worker, "stopped")  # the old attempt's late report: ignored
+    report(setup["node"].pk, relaunched, "running")
+    report(setup["node"].pk, relaunched, "failed", 137)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
     assert (
@@ -163,19 +141,19 @@ def test_lost_worker_is_relaunched_while_the_job_keeps_running(setup: dict[str, 
 def test_lost_ps_restarts_every_task_then_runs_again(setup: dict[str, Any]) -> None:
     job, tasks = _running_job(setup, max_restarts=2)
     ps = next(t for t in tasks if t["role"] == "ps")
-    _report(setup["node"].pk, ps, "failed", 137)
+    report(setup["node"].pk, ps, "failed", 137)
     job.refresh_from_db()
     assert job.state == JobState.RESTARTING
-    again = _agent_tasks(setup["credential"])["tasks"]
+    again = agent_tasks(setup["credential"])["tasks"]
     assert sorted((t["role"], t["attempt"]) for t in again) == [
         ("coordinator", 2),
         ("ps", 2),
         ("worker", 2),
     ]
     coordinator = next(t for t in tasks if t["role"] == "coordinator")
-    _report(setup["node"].pk, coordinator, "failed", 1)  # the old coordinator dying: ignored
+    report(setup["node"].pk, coordinator, "failed", 1)  # the old coordinator dying: ignored
     for task in again:
-        _report(setup["node"].pk, task, "running")
+        report(setup["node"].pk, task, "running")
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
     assert [e.to_state for e in job.events.filter(kind="state")][-2:] == ["restarting", "running"]
@@ -186,14 +164,14 @@ def test_coordinator_exit_75_restarts_the_job_and_other_failures_do_not(
 ) -> None:
     job, tasks = _running_job(setup, max_restarts=3)
     coordinator = next(t for t in tasks if t["role"] == "coordinator")
-    _report(setup["node"].pk, coordinator, "failed", 75)  # a PS was lost
+    report(setup["node"].pk, coordinator, "failed", 75)  # a PS was lost
     job.refresh_from_db()
     assert job.state == JobState.RESTARTING
-    again = _agent_tasks(setup["credential"])["tasks"]
+    again = agent_tasks(setup["credential"])["tasks"]
     for task in again:
-        _report(setup["node"].pk, task, "running")
+        report(setup["node"].pk, task, "running")
     coordinator = next(t for t in again if t["role"] == "coordinator")
-    _report(setup["node"].pk, coordinator, "failed", 1)  # a bug in user code: no restart
+    report(setup["node"].pk, coordinator, "failed", 1)  # a bug in user code: no restart
     job.refresh_from_db()
     assert job.state == JobState.FAILED
     assert job.message == "coordinator 0 exited with code 1"
@@ -205,7 +183,7 @@ def test_scaling_a_running_job_adds_and_removes_workers(setup: dict[str, Any]) -
     job, _ = _running_job(setup, workers={"min": 1, "max": 3, "resources": {"cpu": 0.5}})
 
     def desired() -> dict[tuple[str, int], dict[str, Any]]:
-        return {(t["role"], t["index"]): t for t in _agent_tasks(setup["credential"])["tasks"]}
+        return {(t["role"], t["index"]): t for t in agent_tasks(setup["credential"])["tasks"]}
 
     def cluster_workers() -> list[str]:
         env = desired()[("coordinator", 0)]["env"]
@@ -216,7 +194,7 @@ def test_scaling_a_running_job_adds_and_removes_workers(setup: dict[str, Any]) -
     grown = desired()
     assert ("worker", 1) in grown
     assert len(cluster_workers()) == 2
-    _report(setup["node"].pk, grown[("worker", 1)], "running")
+    report(setup["node"].pk, grown[("worker", 1)], "running")
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
@@ -224,7 +202,7 @@ def test_scaling_a_running_job_adds_and_removes_workers(setup: dict[str, Any]) -
     run_cycle(now=timezone.now())
     assert ("worker", 1) not in desired()
     assert len(cluster_workers()) == 1
-    _report(setup["node"].pk, grown[("worker", 1)], "stopped")
+    report(setup["node"].pk, grown[("worker", 1)], "stopped")
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
 
@@ -244,7 +222,7 @@ def test_cancel_stops_tasks_and_second_cancel_conflicts(setup: dict[str, Any]) -
     response = client.post(f"/api/v1/jobs/{job.pk}/cancel/")
     assert response.status_code == 200
     assert response.json()["state"] == "cancelled"
-    assert _agent_tasks(setup["credential"])["tasks"] == []
+    assert agent_tasks(setup["credential"])["tasks"] == []
     for task in job.tasks.all():
         handle_message(
             node_id=setup["node"].pk,
@@ -272,7 +250,7 @@ def test_pending_reason_when_nothing_fits(setup: dict[str, Any]) -> None:
     run_cycle(now=timezone.now())
     job.refresh_from_db()
     assert job.state == JobState.PENDING
-    assert job.pending_reason == "not enough free CPU: needs 5.5, 4 free"
+    assert job.pending_reason == "not enough free cpu in the cluster: needs 5.5, 4 free"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -315,8 +293,8 @@ def test_lost_node_fails_its_running_job_with_the_reason(setup: dict[str, Any]) 
     job = make_job(setup["alice"])
     start = timezone.now()
     run_cycle(now=start)
-    for task in _agent_tasks(setup["credential"])["tasks"]:
-        _report(setup["node"].pk, task, "running")
+    for task in agent_tasks(setup["credential"])["tasks"]:
+        report(setup["node"].pk, task, "running")
     run_cycle(now=start + timedelta(seconds=10))  # still within the grace period
     job.refresh_from_db()
     assert job.state == JobState.RUNNING

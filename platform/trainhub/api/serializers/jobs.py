@@ -25,6 +25,7 @@ class TaskSerializer(serializers.ModelSerializer):
             "cpu",
             "memory_mb",
             "gpu_indices",
+            "borrowed",
             "exit_code",
             "message",
             "started_at",
@@ -57,6 +58,8 @@ class JobSerializer(serializers.ModelSerializer):
             "finished_at",
             "cancel_requested_at",
             "target_workers",
+            "restarts",
+            "preemptions",
             "spec",
             "tasks",
         ]

@@ -1,11 +1,10 @@
 """The scheduling policy (DESIGN.md §3): pure Python over a snapshot, no Django.
 
 `schedule(snapshot, policy="cfs") -> Decisions` is the one entry point; the platform's
-cycle and the simulator both call it. Modules: `model` (snapshot and decisions), `order`
-(CFS-like order and aging), `quota` (nominal, borrowing, lending), `placement` (gang,
-best fit, node rules), `reclaim` (evict, shrink, preempt), `elastic` (growth), `baselines`
-(fifo and priority, for comparison), `first_fit` (what the platform runs until the tenancy
-models carry per-resource borrowing and lending limits).
+cycle (`scheduling.services.run_cycle`) and the simulator both call it. Modules: `model`
+(snapshot and decisions), `order` (CFS-like order and aging), `quota` (nominal,
+borrowing, lending), `placement` (gang, best fit, node rules), `reclaim` (evict, shrink,
+preempt), `elastic` (growth), `baselines` (fifo and priority, for comparison).
 """
 
 from __future__ import annotations

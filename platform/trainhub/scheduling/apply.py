@@ -1,0 +1,152 @@
+"""Carrying out the policy's decisions through the job services (or only describing them)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, TaskRole
+from trainhub.jobs.models import Task
+from trainhub.jobs.services import (
+    Placement,
+    place_job,
+    preempt_job,
+    rescale_workers,
+    set_pending_reasons,
+)
+
+from . import policy
+from .models import Reservation
+from .snapshot import ClusterView
+
+
+class NodeSlots:
+    """Hands out the concrete ports and GPU indices that the policy only counts."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.ports = view.used_ports
+        self.gpus = view.used_gpus
+
+    def port(self, node_id: int) -> int:
+        low, high = settings.TASK_PORT_RANGE
+        taken = self.ports[node_id]
+        port = next((x for x in range(low, high + 1) if x not in taken), None)
+        if port is None:
+            raise RuntimeError(
+                f"node {node_id} has no free task port in {low}-{high}; widen "
+                "TRAINHUB_TASK_PORT_MIN..MAX"
+            )
+        taken.add(port)
+        return port
+
+    def gpu_indices(self, node_id: int, count: int) -> list[int]:
+        if count <= 0:
+            return []
+        taken = self.gpus[node_id]
+        free = [g["index"] for g in self.view.nodes[node_id].gpus if g["index"] not in taken]
+        if len(free) < count:
+            raise RuntimeError(
+                f"node {node_id} has {len(free)} free GPUs, the policy placed {count}"
+            )
+        chosen = sorted(free)[:count]
+        taken.update(chosen)
+        return chosen
+
+    def placement(self, t: policy.TaskPlacement) -> Placement:
+        return Placement(
+            role=TaskRole(t.role),
+            index=t.index,
+            node_id=t.node_id,
+            port=None if t.role == policy.COORDINATOR else self.port(t.node_id),
+            cpu=t.resources.cpu,
+            memory_mb=int(t.resources.memory_mb),
+            gpu_indices=self.gpu_indices(t.node_id, int(t.resources.gpu)),
+            borrowed=t.borrowed,
+        )
+
+
+def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> None:
+    """Apply one cycle's decisions; the caller holds the cycle lock and the transaction.
+
+    Order: preemptions and removals first (they free capacity the starts may be reserved
+    on), then starts and growth.
+    """
+    jobs = view.jobs
+    for p in d.preemptions:
+        preempt_job(job=jobs[p.job_id], grace_seconds=p.grace_seconds, reason=p.reason, now=now)
+    removals: dict[int, list[policy.RemoveWorker]] = defaultdict(list)
+    for r in d.remove_workers:
+        removals[r.job_id].append(r)
+    for job_id, items in removals.items():
+        indices = {r.index for r in items}
+        stop = list(
+            Task.objects.filter(
+                job_id=job_id,
+                role=TaskRole.WORKER,
+                index__in=indices,
+                state__in=TASK_ACTIVE,
+                desired=DesiredState.RUN,
+            )
+        )
+        rescale_workers(job=jobs[job_id], add=[], stop=stop, now=now, why=items[0].reason)
+    slots = NodeSlots(view)
+    for s in d.starts:
+        place_job(job=jobs[s.job_id], now=now, placements=[slots.placement(t) for t in s.tasks])
+    growth: dict[int, list[Placement]] = defaultdict(list)
+    for a in d.add_workers:
+        growth[a.job_id].append(slots.placement(a.task))
+    for job_id, add in growth.items():
+        job = jobs[job_id]
+        why = "" if job.target_workers is not None else "growing into idle capacity"
+        rescale_workers(job=job, add=add, stop=[], now=now, why=why)
+    set_pending_reasons(d.pending_reasons)
+    Reservation.objects.all().delete()
+    Reservation.objects.bulk_create(
+        Reservation(
+            job_id=r.job_id,
+            node_id=r.node_id,
+            cpu=r.resources.cpu,
+            memory_mb=r.resources.memory_mb,
+            gpu=r.resources.gpu,
+            created_at=datetime.fromtimestamp(r.created_at, tz=timezone.get_current_timezone()),
+        )
+        for r in d.reservations
+    )
+
+
+def describe_decisions(d: policy.Decisions) -> list[str]:
+    """One line per decision, as observe-only mode logs them."""
+    lines = []
+    for p in d.preemptions:
+        lines.append(f"preempt job {p.job_id} (grace {p.grace_seconds:g} s): {p.reason}")
+    for r in d.remove_workers:
+        lines.append(f"remove worker {r.index} of job {r.job_id} on node {r.node_id}: {r.reason}")
+    for s in d.starts:
+        where = ", ".join(
+            f"{t.role} {t.index} on node {t.node_id}" + (" (borrowed)" if t.borrowed else "")
+            for t in s.tasks
+        )
+        lines.append(f"start job {s.job_id}: {where}")
+    for a in d.add_workers:
+        lines.append(
+            f"add worker {a.task.index} to job {a.job_id} on node {a.task.node_id}"
+            + (" (borrowed)" if a.task.borrowed else "")
+        )
+    for job_id, reason in sorted(d.pending_reasons.items()):
+        lines.append(f"job {job_id} waits: {reason}")
+    return lines
+
+
+def summary(d: policy.Decisions) -> dict[str, int]:
+    return {
+        "starts": len(d.starts),
+        "add_workers": len(d.add_workers),
+        "remove_workers": len(d.remove_workers),
+        "preemptions": len(d.preemptions),
+        "pending": len(d.pending_reasons),
+        "reservations": len(d.reservations),
+    }

@@ -1,0 +1,38 @@
+"""What the scheduler keeps between cycles."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from trainhub.jobs.models import Job
+from trainhub.nodes.models import Node
+
+
+class Reservation(models.Model):
+    """Capacity freed (by shrinking or preempting others) for a pending job, held for it
+    until it starts so that no other job takes it and causes another preemption."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="reservations")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="reservations")
+    cpu = models.FloatField()
+    memory_mb = models.FloatField()
+    gpu = models.FloatField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["job_id", "node_id"]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} on node {self.node_id}"
+
+
+class CycleRecord(models.Model):
+    """The last scheduling cycle (one row): when it ran and what it decided."""
+
+    ran_at = models.DateTimeField()
+    policy = models.CharField(max_length=16)
+    observe_only = models.BooleanField(default=False)
+    summary = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"cycle at {self.ran_at:%Y-%m-%d %H:%M:%S} ({self.policy})"

@@ -1,0 +1,196 @@
+"""The policy's input, read from the database: nodes, team quotas, jobs, reservations.
+
+The policy (`scheduling.policy`) sees plain data with times in seconds since the epoch;
+this module is the only place that turns models into that data.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState
+from trainhub.jobs.models import Job, Task
+from trainhub.nodes.choices import NodeState
+from trainhub.nodes.models import Node
+from trainhub.tenancy.models import Quota
+
+from . import policy
+from .models import Reservation
+
+# Job states as the policy sees them. PREEMPTED: the job's tasks are still checkpointing
+# and stopping; they hold their capacity but no longer count against the team's quota.
+_POLICY_STATE = {
+    JobState.PENDING: policy.PENDING,
+    JobState.STARTING: policy.RUNNING,
+    JobState.RUNNING: policy.RUNNING,
+    JobState.RESTARTING: policy.RUNNING,
+    JobState.PREEMPTED: policy.STOPPING,
+}
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """A snapshot plus what applying decisions needs that the policy does not see."""
+
+    snapshot: policy.Snapshot
+    jobs: dict[int, Job]
+    nodes: dict[int, Node]
+    # Per node: ports and GPU indices held by active tasks.
+    used_ports: dict[int, set[int]]
+    used_gpus: dict[int, set[int]]
+
+
+def ts(when: datetime | None) -> float | None:
+    return None if when is None else when.timestamp()
+
+
+def _limit(value: float | None) -> float:
+    return math.inf if value is None else float(value)
+
+
+def _resources(spec: dict[str, Any]) -> policy.Resources:
+    return policy.Resources(
+        float(spec.get("cpu", 0)), float(spec.get("memory_mb", 0)), float(spec.get("gpu", 0))
+    )
+
+
+def policy_config() -> policy.PolicyConfig:
+    return policy.PolicyConfig(
+        aging_seconds_per_level=settings.SCHEDULER_AGING_SECONDS_PER_LEVEL,
+        preemption_grace_seconds=settings.PREEMPTION_GRACE_SECONDS,
+    )
+
+
+def _node(node: Node, now: datetime) -> policy.Node:
+    if not node.is_alive(now):
+        state = policy.LOST
+    elif node.state == NodeState.ACTIVE:
+        state = policy.READY
+    else:  # cordoned or draining: keeps what runs there, gets nothing new
+        state = policy.CORDONED
+    return policy.Node(
+        id=node.pk,
+        capacity=policy.Resources(float(node.cpus), float(node.memory_mb), float(len(node.gpus))),
+        state=state,
+    )
+
+
+def _team(quota: Quota) -> policy.Team:
+    return policy.Team(
+        name=quota.team.slug,
+        nominal=policy.Resources(float(quota.cpu), float(quota.memory_mb), float(quota.gpu)),
+        borrowing_limit=policy.Resources(
+            _limit(quota.borrowing_limit_cpu),
+            _limit(quota.borrowing_limit_memory_mb),
+            _limit(quota.borrowing_limit_gpu),
+        ),
+        lending_limit=policy.Resources(
+            _limit(quota.lending_limit_cpu),
+            _limit(quota.lending_limit_memory_mb),
+            _limit(quota.lending_limit_gpu),
+        ),
+    )
+
+
+def _job(job: Job, tasks: list[policy.Task]) -> policy.Job:
+    spec = job.spec
+    workers = spec["workers"]
+    low, high = workers["min"], workers["max"]
+    last_rescale = ts(job.last_rescale_at)
+    running_workers = sum(1 for t in tasks if t.role == policy.WORKER and not t.stopping)
+    if job.target_workers is not None:
+        # An owner's `scale` caps growth at the target and is carried out promptly: the
+        # freeze window only restrains the scheduler's own resizing.
+        high = job.target_workers
+        low = min(low, high)
+        if running_workers < high:
+            last_rescale = None
+    ps = spec["parameter_servers"]
+    return policy.Job(
+        id=job.pk,
+        team=job.team.slug,
+        priority=job.priority,
+        state=_POLICY_STATE.get(JobState(job.state), policy.STOPPING),
+        submit_time=job.created_at.timestamp(),
+        worker=_resources(workers["resources"]),
+        workers_min=low,
+        workers_max=high,
+        ps_count=ps["replicas"],
+        ps=_resources(ps["resources"]),
+        coordinator=_resources(spec["coordinator"]["resources"]),
+        freeze_seconds=float(spec.get("freeze_seconds", 0)),
+        tasks=tuple(tasks),
+        vruntime=job.vruntime,
+        last_rescale_time=last_rescale,
+        started_at=ts(job.started_at),
+        pending_since=ts(job.pending_since),
+    )
+
+
+def read_cluster(now: datetime) -> ClusterView:
+    """Everything one cycle decides on, read in a handful of queries."""
+    nodes = {n.pk: n for n in Node.objects.all()}
+    teams = tuple(_team(q) for q in Quota.objects.select_related("team").order_by("team__slug"))
+    tasks: dict[int, list[policy.Task]] = defaultdict(list)
+    used_ports: dict[int, set[int]] = defaultdict(set)
+    used_gpus: dict[int, set[int]] = defaultdict(set)
+    active = Task.objects.filter(state__in=TASK_ACTIVE, node__isnull=False).order_by(
+        "job_id", "role", "index"
+    )
+    for job_id, role, index, node_id, cpu, mem, gpus, port, borrowed, desired in active.values_list(
+        "job_id",
+        "role",
+        "index",
+        "node_id",
+        "cpu",
+        "memory_mb",
+        "gpu_indices",
+        "port",
+        "borrowed",
+        "desired",
+    ):
+        used_gpus[node_id].update(gpus)
+        if port is not None:
+            used_ports[node_id].add(port)
+        tasks[job_id].append(
+            policy.Task(
+                role=role,
+                index=index,
+                node_id=node_id,
+                resources=policy.Resources(float(cpu), float(mem), float(len(gpus))),
+                borrowed=borrowed,
+                stopping=desired == DesiredState.STOP,
+            )
+        )
+    # Jobs the policy decides on, and finished jobs whose tasks still hold their nodes.
+    jobs = {
+        j.pk: j
+        for j in Job.objects.filter(Q(state__in=list(_POLICY_STATE)) | Q(pk__in=list(tasks)))
+        .select_related("team")
+        .order_by("id")
+    }
+    reservations = tuple(
+        policy.Reservation(
+            job_id=r.job_id,
+            node_id=r.node_id,
+            resources=policy.Resources(r.cpu, r.memory_mb, r.gpu),
+            created_at=r.created_at.timestamp(),
+        )
+        for r in Reservation.objects.order_by("job_id", "node_id")
+    )
+    snapshot = policy.Snapshot(
+        now=now.timestamp(),
+        nodes=tuple(_node(nodes[k], now) for k in sorted(nodes)),
+        teams=teams,
+        jobs=tuple(_job(j, tasks[j.pk]) for j in jobs.values()),
+        reservations=reservations,
+        config=policy_config(),
+    )
+    return ClusterView(snapshot, jobs, nodes, used_ports, used_gpus)
