@@ -3,10 +3,12 @@ carried out through the job services and the agent gateway."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.agents.services import handle_message
@@ -286,3 +288,21 @@ def test_a_job_preempted_before_its_tasks_started_is_requeued_on_the_next_heartb
     )
     assert _state(borrower) == JobState.PENDING
     assert set(borrower.tasks.values_list("state", flat=True)) == {TaskState.STOPPED}
+
+
+def test_schedule_command_prints_what_a_cycle_would_do(cluster: dict[str, Any]) -> None:
+    c = cluster
+    job = _job(c["alice"], "owner")
+    waiting = _job(c["bob"], "lab", workers={"min": 5, "max": 5, "resources": SMALL})
+    out = io.StringIO()
+    call_command("schedule", "--observe", "--policy", "fifo", stdout=out)
+    node = c["node"].pk
+    start, wait = out.getvalue().splitlines()
+    assert start == (
+        f"would start job {job.pk}: coordinator 0 on node {node}, ps 0 on node {node}, "
+        f"worker 0 on node {node}"
+    )
+    assert wait.startswith(f"job {waiting.pk} waits: ")
+    assert _state(job) == JobState.PENDING
+    call_command("schedule", stdout=io.StringIO())
+    assert _state(job) == JobState.STARTING
