@@ -4,6 +4,10 @@ A job started again with the same checkpoint directory (TRAINHUB_CHECKPOINT_DIR,
 the agent and `launch --checkpoint-dir` set for every task) restores variables and
 optimizer slots on the PS shards and continues from the step saved in the manifest; the
 platform relies on this to restart a job after a PS loss or a preemption.
+
+A preempted coordinator gets SIGTERM and a grace period: a training loop that polls
+`stop_requested()` between steps can then save exactly where it is with `save_and_stop()`
+and exit 0 (see `ps_runtime.stop_request`).
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, NoReturn
 
-from ps_runtime import checkpoint
+from ps_runtime import checkpoint, stop_request
+from ps_runtime.stop_request import StopRequested
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,7 @@ class CheckpointManager:
         self.every_seconds = every_seconds
         self.keep = keep
         self._last_save = time.monotonic()
+        self._cooperative = False  # stop_requested() opted in to cooperative SIGTERM
 
     @property
     def enabled(self) -> bool:
@@ -76,7 +82,44 @@ class CheckpointManager:
             return False
         if not force and time.monotonic() - self._last_save < self.every_seconds:
             return False
-        self.strategy.save_checkpoint(f"step-{step:012d}", step=step, keep=self.keep)
-        self._last_save = time.monotonic()
-        log.info("saved checkpoint at step %d", step)
+        self._save(step)
         return True
+
+    def stop_requested(self) -> bool:
+        """True once the task was asked to stop (SIGTERM); call it after every step.
+
+        The first call (with checkpoints enabled, under `python -m ps_runtime.task`) tells
+        the task that this loop stops cooperatively: SIGTERM then no longer interrupts the
+        step but waits for the loop to `join()` and call `save_and_stop(step)`. Without a
+        checkpoint directory it is always False and SIGTERM ends the task at once.
+        """
+        if not self._cooperative:
+            if not self.enabled:
+                return False
+            self._cooperative = stop_request.opt_in(self.strategy.cluster_resolver.unavailable_ps)
+        return stop_request.requested()
+
+    def save_and_stop(self, step: int) -> NoReturn:
+        """Save a checkpoint at `step` and end the entrypoint: the task exits 0.
+
+        Call it when `stop_requested()` is True, after `join()`.
+
+        Raises:
+            StopRequested: always, once the checkpoint is committed.
+            RuntimeError: checkpoints are disabled (no checkpoint directory).
+        """
+        if not self.enabled:
+            raise RuntimeError(
+                "save_and_stop() needs a checkpoint directory: pass directory= or set "
+                f"{DIR_ENV}; stop_requested() is never True without one"
+            )
+        name = self._save(step)
+        stop_request.settle()
+        raise StopRequested(step, name)
+
+    def _save(self, step: int) -> str:
+        name = f"step-{step:012d}"
+        self.strategy.save_checkpoint(name, step=step, keep=self.keep)
+        self._last_save = time.monotonic()
+        log.info("saved checkpoint %s", name)
+        return name

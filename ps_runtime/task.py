@@ -15,6 +15,9 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from ps_runtime import stop_request
+from ps_runtime.stop_request import StopRequested, Terminated
+
 log = logging.getLogger("ps_runtime.task")
 
 # The coordinator's exit code when a parameter server was lost (EX_TEMPFAIL): the
@@ -28,10 +31,6 @@ STOP_GRACE_SECONDS = 5.0
 
 class TaskConfigError(RuntimeError):
     """The task environment is missing or malformed."""
-
-
-class Terminated(BaseException):
-    """Raised in the coordinator's main thread on SIGTERM."""
 
 
 def _require(env: Mapping[str, str], name: str) -> str:
@@ -104,10 +103,8 @@ def run_coordinator(env: Mapping[str, str]) -> int:
     _require(env, "TRAINHUB_CLUSTER")
     _require(env, "TRAINHUB_JOB_TOKEN")
 
-    def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        raise Terminated()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    # Terminated at once, unless the entrypoint opts in to saving a checkpoint first.
+    stop_request.install()
     resolver = ClusterResolver()
     timeout = float(env.get(STARTUP_TIMEOUT_ENV) or 120)
     resolver.wait_until_healthy(timeout=timeout)
@@ -133,7 +130,8 @@ def run_coordinator(env: Mapping[str, str]) -> int:
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
-    """Entry point; returns the process exit code (0 success, 1 error, 143 SIGTERM)."""
+    """Entry point; returns the process exit code: 0 success (or, for a coordinator asked
+    to stop, a checkpoint saved), 1 error, 75 PS lost, 143 stopped by SIGTERM unsaved."""
     # gRPC core logs connection teardown at INFO on shutdown; keep task logs readable.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     env = os.environ if env is None else env
@@ -153,6 +151,9 @@ def main(env: Mapping[str, str] | None = None) -> int:
         if role == "coordinator":
             return run_coordinator(env)
         return serve(role, env)
+    except StopRequested as e:
+        print(e, file=sys.stderr, flush=True)
+        return 0
     except Terminated:
         print("terminated by SIGTERM", file=sys.stderr, flush=True)
         return 128 + signal.SIGTERM
@@ -164,6 +165,15 @@ def main(env: Mapping[str, str] | None = None) -> int:
     except Exception as e:
         from ps_runtime.closure_queue import UnavailableError
 
+        if stop_request.requested():
+            # Asked to stop, but the join or the save failed (in a cancel the PS shards stop
+            # at the same moment): the stop still happened, without a checkpoint.
+            if not isinstance(e, UnavailableError):
+                traceback.print_exc()
+            first_line = (str(e).splitlines() or [""])[0]
+            print(f"terminated by SIGTERM without saving a checkpoint: {type(e).__name__}: "
+                  f"{first_line}", file=sys.stderr, flush=True)
+            return 128 + signal.SIGTERM
         traceback.print_exc()
         sys.stderr.flush()
         return EXIT_PS_LOST if isinstance(e, UnavailableError) else 1
