@@ -197,8 +197,10 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
     otherwise an in-process cluster of one PS and one worker. Reports `train_loss`
     every `report_every` batches and `test_rmse` after each epoch. With a checkpoint
     directory (`checkpoint_dir`, default TRAINHUB_CHECKPOINT_DIR) it resumes from the
-    newest checkpoint and saves at epoch ends, at most every `checkpoint_every_seconds`
-    (default: TRAINHUB_CHECKPOINT_EVERY_SECONDS or 300), and after the last epoch.
+    newest checkpoint (mid-epoch too) and saves at epoch ends, at most every
+    `checkpoint_every_seconds` (default: TRAINHUB_CHECKPOINT_EVERY_SECONDS or 300), after
+    the last epoch, and when the task is asked to stop (SIGTERM): then it finishes the
+    steps in flight, saves and returns no result.
     `in_flight_per_worker` > 1 overlaps more steps per worker: faster, staler gradients.
     """
     import os
@@ -237,9 +239,9 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
     per_worker_data = coordinator.create_per_worker_dataset(load_dataset, data, test, seed)
     steps_per_epoch = math.ceil(len(dataset.train) / batch_size)
     examples_per_epoch = steps_per_epoch * batch_size  # full batches, as in the TF baseline
-    # Checkpoints are taken at epoch ends, so a resumed run starts at an epoch boundary.
-    step = checkpoints.restore_or_initialize()
-    first_epoch = step // steps_per_epoch
+    total_steps = epochs * steps_per_epoch
+    # A stop request saves mid-epoch: the first epoch of a resumed run may be partial.
+    resumed_from = step = checkpoints.restore_or_initialize()
     losses: list[tuple[int, RemoteValue]] = []
     reported = completed = step
 
@@ -255,22 +257,28 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
     rmse_history: list[float] = []
     start = time.perf_counter()
     epoch_seconds: list[float] = []
-    for epoch in range(first_epoch, epochs):
-        epoch_start = time.perf_counter()
-        for _ in range(steps_per_epoch):
+    for epoch in range(step // steps_per_epoch, epochs):
+        epoch_start, epoch_first_step = time.perf_counter(), step
+        while step < (epoch + 1) * steps_per_epoch:
             losses.append((step + 1, coordinator.schedule(
                 train_step, (per_worker_data, users, items, step, batch_size, mean, l2,
                              bias_l2))))
             step += 1
             if step % report_every == 0:
                 report_losses(step - report_every)  # the window before is (nearly) done
+            # The last step needs no stop: the run saves and ends right after it anyway.
+            if step < total_steps and checkpoints.stop_requested():
+                coordinator.join()
+                report_losses(step)
+                checkpoints.save_and_stop(step)
         coordinator.join()
         epoch_seconds.append(time.perf_counter() - epoch_start)
         report_losses(step)
         rmse = evaluate(dataset, users, items, mean)
         rmse_history.append(rmse)
         ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse,
-                          examples_per_sec=examples_per_epoch / epoch_seconds[-1])
+                          examples_per_sec=(step - epoch_first_step) * batch_size
+                          / epoch_seconds[-1])
         checkpoints.maybe_save(step, force=epoch + 1 == epochs)
     seconds = time.perf_counter() - start
     last_loss = [rv.fetch() for _, rv in losses]
@@ -286,6 +294,6 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         "train_seconds": seconds,
         "epoch_seconds": epoch_seconds,  # schedule to join, evaluation excluded
         "examples_per_epoch": examples_per_epoch,
-        "resumed_from_step": first_epoch * steps_per_epoch,
-        "examples_per_sec": len(epoch_seconds) * examples_per_epoch / seconds if seconds else None,
+        "resumed_from_step": resumed_from,
+        "examples_per_sec": (step - resumed_from) * batch_size / seconds if seconds else None,
     }

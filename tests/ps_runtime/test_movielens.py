@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ps_runtime.checkpoint_manager import CheckpointManager
 from ps_runtime.examples import movielens
+from ps_runtime.stop_request import StopRequested
 
 ML100K = Path("/work/shared/datasets/ml-100k")
 
@@ -61,3 +63,27 @@ def test_train_in_process_on_synthetic_data(capsys: pytest.CaptureFixture[str]) 
 def test_ml100k_five_epochs_reaches_target() -> None:
     result = movielens.train(data=str(ML100K / "u.data"), epochs=5, report_every=1000)
     assert result["test_rmse"] < 0.98
+
+
+def test_a_stop_mid_epoch_saves_there_and_the_rerun_finishes_the_epochs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = 0
+
+    def after_step_100(self: CheckpointManager) -> bool:
+        nonlocal calls
+        calls += 1
+        return calls == 100
+
+    monkeypatch.setattr(CheckpointManager, "stop_requested", after_step_100)
+    with pytest.raises(StopRequested) as stopped:
+        movielens.train(epochs=3, dim=8, checkpoint_dir=str(tmp_path))
+    assert (stopped.value.step, stopped.value.checkpoint) == (100, "step-000000000100")
+    monkeypatch.undo()
+
+    result = movielens.train(epochs=3, dim=8, checkpoint_dir=str(tmp_path))
+    steps_per_epoch = result["examples_per_epoch"] // 512
+    assert 100 % steps_per_epoch  # the checkpoint is mid-epoch
+    assert result["resumed_from_step"] == 100
+    assert result["steps"] == result["completed_steps"] == 3 * steps_per_epoch
+    assert len(result["test_rmse_history"]) == 3 - 100 // steps_per_epoch
