@@ -335,6 +335,7 @@ def record_task_status(
         updates["started_at"] = now
     else:
         updates.update(finished_at=now, exit_code=exit_code, message=message[:2000])
+        _request_scheduling()  # its node has room again
     Task.objects.filter(pk=task.pk).update(**updates)
     broadcast_on_commit(
         job.pk,
