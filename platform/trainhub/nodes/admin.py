@@ -6,7 +6,12 @@ from django.http import HttpRequest
 
 from .choices import NodeState
 from .models import EnrollmentToken, Node
-from .services import create_enrollment_token, revoke_enrollment_token, set_node_state
+from .services import (
+    create_enrollment_token,
+    revoke_enrollment_token,
+    set_node_owner,
+    set_node_state,
+)
 
 
 def _set_state(state: NodeState, verb: str) -> Any:
@@ -25,8 +30,17 @@ def _set_state(state: NodeState, verb: str) -> Any:
 class NodeAdmin(admin.ModelAdmin):
     """Nodes enroll themselves; administrators change their state with the actions."""
 
-    list_display = ("hostname", "address", "cpus", "memory_mb", "gpu_count", "state", "last_seen")
-    list_filter = ("state",)
+    list_display = (
+        "hostname",
+        "address",
+        "cpus",
+        "memory_mb",
+        "gpu_count",
+        "owner",
+        "state",
+        "last_seen",
+    )
+    list_filter = ("state", "owner")
     search_fields = ("hostname", "address")
     readonly_fields = [
         "hostname",
@@ -48,6 +62,10 @@ class NodeAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # nodes join with `trainhub-agent enroll`
+
+    def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
+        # The owner is the one editable field; the service audits the change.
+        set_node_owner(node=obj, owner=obj.owner, actor=request.user)
 
 
 @admin.register(EnrollmentToken)

@@ -34,6 +34,16 @@ class Node(models.Model):
     enrolled_at = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # A team whose jobs are placed here first (e.g. it bought the node); others may still
+    # use it. Quotas, not ownership, decide how much each team gets.
+    owner = models.ForeignKey(
+        "tenancy.Team",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_nodes",
+        help_text="Team whose jobs prefer this node (optional).",
+    )
 
     objects = NodeQuerySet.as_manager()
 

@@ -12,6 +12,7 @@ from django.db.models import F, Q
 
 from trainhub.audit.services import Actor, record_change
 from trainhub.events import scheduling_needed
+from trainhub.tenancy.models import Team
 
 from .choices import NodeState
 from .models import EnrollmentToken, Node
@@ -85,6 +86,26 @@ def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node
         )
         transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
     node.state = state
+    return node
+
+
+@transaction.atomic
+def set_node_owner(*, node: Node, owner: Team | None, actor: Actor = None) -> Node:
+    """Make `owner`'s jobs prefer this node (None: no team is preferred)."""
+    locked = Node.objects.select_for_update(of=("self",)).select_related("owner").get(pk=node.pk)
+    before = locked.owner.slug if locked.owner else None
+    after = owner.slug if owner else None
+    if before != after:
+        Node.objects.filter(pk=node.pk).update(owner=owner)
+        record_change(
+            actor=actor,
+            action="node.set_owner",
+            target=locked,
+            before={"owner": before},
+            after={"owner": after},
+        )
+        transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
+    node.owner = owner
     return node
 
 

@@ -79,6 +79,7 @@ def _node(node: Node, now: datetime) -> policy.Node:
         id=node.pk,
         capacity=policy.Resources(float(node.cpus), float(node.memory_mb), float(len(node.gpus))),
         state=state,
+        owner=node.owner.slug if node.owner else None,
     )
 
 
@@ -136,7 +137,7 @@ def _job(job: Job, tasks: list[policy.Task]) -> policy.Job:
 
 def read_cluster(now: datetime) -> ClusterView:
     """Everything one cycle decides on, read in a handful of queries."""
-    nodes = {n.pk: n for n in Node.objects.all()}
+    nodes = {n.pk: n for n in Node.objects.select_related("owner")}
     teams = tuple(_team(q) for q in Quota.objects.select_related("team").order_by("team__slug"))
     tasks: dict[int, list[policy.Task]] = defaultdict(list)
     used_ports: dict[int, set[int]] = defaultdict(set)

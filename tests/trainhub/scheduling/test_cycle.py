@@ -12,13 +12,16 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.agents.services import handle_message
+from trainhub.audit.models import AuditEntry
 from trainhub.jobs.choices import DesiredState, JobState, TaskState
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import cancel_job
 from trainhub.nodes.models import Node
+from trainhub.nodes.services import set_node_owner
 from trainhub.scheduling.models import CycleRecord, Reservation
 from trainhub.scheduling.services import run_cycle
 from trainhub.tenancy.choices import Role
+from trainhub.tenancy.models import Team
 
 from ..agent_sim import agent_tasks, report
 from ..factories import make_job, make_node, make_team, make_user
@@ -306,3 +309,18 @@ def test_schedule_command_prints_what_a_cycle_would_do(cluster: dict[str, Any]) 
     assert _state(job) == JobState.PENDING
     call_command("schedule", stdout=io.StringIO())
     assert _state(job) == JobState.STARTING
+
+
+def test_a_teams_jobs_prefer_the_nodes_it_owns(cluster: dict[str, Any]) -> None:
+    c = cluster
+    owned, _ = make_node("node-2", cpus=4, memory_mb=16384)
+    set_node_owner(node=owned, owner=Team.objects.get(slug="lab"), actor=None)
+    assert AuditEntry.objects.filter(action="node.set_owner").count() == 1
+    lab_job = _job(c["bob"], "lab")
+    owner_job = _job(c["alice"], "owner")
+    run_cycle(now=timezone.now())
+    assert set(lab_job.tasks.values_list("node_id", flat=True)) == {owned.pk}
+    assert set(owner_job.tasks.values_list("node_id", flat=True)) == {c["node"].pk}
+    client = APIClient()
+    client.force_authenticate(c["bob"])
+    assert client.get(f"/api/v1/nodes/{owned.pk}/").json()["owner"] == "lab"

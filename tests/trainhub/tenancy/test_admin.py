@@ -193,6 +193,22 @@ def test_node_admin_actions_cordon_drain_uncordon() -> None:
 
 
 @pytest.mark.django_db
+def test_node_owner_is_set_in_the_admin_and_audited() -> None:
+    root = make_user("root", superuser=True)
+    team = make_team("lab")
+    node, _ = make_node()
+    admin = Client()
+    admin.force_login(root)
+    assert admin.get(f"/admin/nodes/node/{node.pk}/change/").status_code == 200
+    response = admin.post(f"/admin/nodes/node/{node.pk}/change/", {"owner": str(team.pk)})
+    assert response.status_code == 302, response.content[:2000]
+    node.refresh_from_db()
+    assert node.owner == team
+    entry = AuditEntry.objects.get(action="node.set_owner")
+    assert (entry.before, entry.after) == ({"owner": None}, {"owner": "lab"})
+
+
+@pytest.mark.django_db
 def test_platform_admin_role_changes_in_the_user_admin_are_audited() -> None:
     root, bob = make_user("root", superuser=True), make_user("bob")
     admin = Client()

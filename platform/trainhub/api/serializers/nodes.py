@@ -25,6 +25,12 @@ class NodeSerializer(serializers.ModelSerializer):
         help_text="Draining and nothing runs there any more: safe to take out of service."
     )
 
+    owner: serializers.SlugRelatedField = serializers.SlugRelatedField(
+        slug_field="slug",
+        read_only=True,
+        help_text="Team whose jobs prefer this node (set in the admin), or null.",
+    )
+
     class Meta:
         model = Node
         fields = [
@@ -34,6 +40,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "cpus",
             "memory_mb",
             "gpus",
+            "owner",
             "state",
             "alive",
             "active_tasks",
