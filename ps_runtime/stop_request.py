@@ -8,9 +8,9 @@ it at its next step boundary, joins, saves and raises `StopRequested`, which the
 turns into exit 0.
 
 While such a stop is pending, a watchdog checks the parameter servers every half second:
-when one is gone (a cancel stops them together with the coordinator) no checkpoint can be
-saved, so the main thread gets `Terminated` at once instead of waiting for its closures
-until the agent's SIGKILL.
+when one is gone (three failed checks in a row; a cancel stops them together with the
+coordinator) no checkpoint can be saved, so the main thread gets `Terminated` at once
+instead of waiting for its closures until the agent's SIGKILL.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from types import FrameType
 log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 0.5
+STRIKES = 3
 
 # (shard index, address) of every parameter server that does not answer.
 UnavailablePS = Callable[[], Sequence[tuple[int, str]]]
@@ -107,13 +108,17 @@ def _watch(unavailable_ps: UnavailablePS) -> None:
         "SIGTERM: stopping at the next step boundary after saving a checkpoint "
         "(a second SIGTERM stops at once, without one)"
     )
+    strikes = 0
     while not _settled.wait(WATCH_SECONDS):
         try:
             down = list(unavailable_ps())
         except Exception:
             log.exception("cannot check the parameter servers")
             continue
-        if down and not _settled.is_set():
+        # A PS slow to answer on a loaded node is not gone: give up on the checkpoint only
+        # when checks fail STRIKES times in a row (a stopped PS refuses at once).
+        strikes = strikes + 1 if down else 0
+        if strikes >= STRIKES and not _settled.is_set():
             shard, address = down[0]
             log.error(
                 "parameter server %d at %s is unavailable: stopping without a checkpoint",
