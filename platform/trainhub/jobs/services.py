@@ -294,15 +294,20 @@ def place_job(
 
 
 def set_pending_reasons(reasons: dict[int, str]) -> None:
-    """Store why each pending job is still waiting (only rows whose reason changed)."""
+    """Store why each pending job is still waiting (only rows whose reason changed, one
+    UPDATE per distinct reason)."""
     current = dict(
         Job.objects.filter(pk__in=reasons, state=JobState.PENDING).values_list(
             "pk", "pending_reason"
         )
     )
+    changed: dict[str, list[int]] = {}
     for job_id, reason in reasons.items():
         if job_id in current and current[job_id] != reason:
-            Job.objects.filter(pk=job_id, state=JobState.PENDING).update(pending_reason=reason)
+            changed.setdefault(reason, []).append(job_id)
+    for reason, job_ids in changed.items():
+        Job.objects.filter(pk__in=job_ids, state=JobState.PENDING).update(pending_reason=reason)
+        for job_id in job_ids:
             broadcast_on_commit(
                 job_id, {"type": "job.state", "state": JobState.PENDING, "pending_reason": reason}
             )

@@ -75,9 +75,8 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
     Order: preemptions and removals first (they free capacity the starts may be reserved
     on), then starts and growth.
     """
-    jobs = view.jobs
     for p in d.preemptions:
-        preempt_job(job=jobs[p.job_id], grace_seconds=p.grace_seconds, reason=p.reason, now=now)
+        preempt_job(job=view.job(p.job_id), grace_seconds=p.grace_seconds, reason=p.reason, now=now)
     removals: dict[int, list[policy.RemoveWorker]] = defaultdict(list)
     for r in d.remove_workers:
         removals[r.job_id].append(r)
@@ -92,15 +91,15 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
                 desired=DesiredState.RUN,
             )
         )
-        rescale_workers(job=jobs[job_id], add=[], stop=stop, now=now, why=items[0].reason)
+        rescale_workers(job=view.job(job_id), add=[], stop=stop, now=now, why=items[0].reason)
     slots = NodeSlots(view)
     for s in d.starts:
-        place_job(job=jobs[s.job_id], now=now, placements=[slots.placement(t) for t in s.tasks])
+        place_job(job=view.job(s.job_id), now=now, placements=[slots.placement(t) for t in s.tasks])
     growth: dict[int, list[Placement]] = defaultdict(list)
     for a in d.add_workers:
         growth[a.job_id].append(slots.placement(a.task))
     for job_id, add in growth.items():
-        job = jobs[job_id]
+        job = view.job(job_id)
         why = "" if job.target_workers is not None else "growing into idle capacity"
         rescale_workers(job=job, add=add, stop=[], now=now, why=why)
     set_pending_reasons(d.pending_reasons)

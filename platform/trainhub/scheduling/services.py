@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from trainhub.jobs.models import Job
@@ -71,7 +71,7 @@ def _accrue_vruntime(view: ClusterView, now: datetime, last: CycleRecord | None)
     for n in view.snapshot.nodes:
         if n.state != policy.LOST:
             capacity = capacity + n.capacity
-    changed = []
+    increments = []
     for j in view.snapshot.jobs:
         if j.state != policy.RUNNING:
             continue
@@ -79,10 +79,12 @@ def _accrue_vruntime(view: ClusterView, now: datetime, last: CycleRecord | None)
         for t in j.tasks:
             if not t.stopping:
                 held = held + t.resources
-        job = view.jobs[j.id]
-        job.vruntime += vruntime_increment(held, capacity, seconds, j.priority)
-        changed.append(job)
-    Job.objects.bulk_update(changed, ["vruntime"])
+        increments.append((vruntime_increment(held, capacity, seconds, j.priority), j.id))
+    # One statement per job, sent in a batch (psycopg pipelines executemany).
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {Job._meta.db_table} SET vruntime = vruntime + %s WHERE id = %s", increments
+        )
 
 
 def run_cycle(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -40,11 +40,19 @@ class ClusterView:
     """A snapshot plus what applying decisions needs that the policy does not see."""
 
     snapshot: policy.Snapshot
-    jobs: dict[int, Job]
     nodes: dict[int, Node]
     # Per node: ports and GPU indices held by active tasks.
     used_ports: dict[int, set[int]]
     used_gpus: dict[int, set[int]]
+    _jobs: dict[int, Job] = field(default_factory=dict)
+
+    def job(self, job_id: int) -> Job:
+        """The model of a job the policy decided on (loaded on first use: a cycle decides
+        on few of the jobs it reads)."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            job = self._jobs[job_id] = Job.objects.select_related("team").get(pk=job_id)
+        return job
 
 
 def ts(when: datetime | None) -> float | None:
@@ -100,26 +108,42 @@ def _team(quota: Quota) -> policy.Team:
     )
 
 
-def _job(job: Job, tasks: list[policy.Task]) -> policy.Job:
-    spec = job.spec
+_JOB_FIELDS = (
+    "id",
+    "team__slug",
+    "priority",
+    "state",
+    "created_at",
+    "spec",
+    "target_workers",
+    "vruntime",
+    "last_rescale_at",
+    "started_at",
+    "pending_since",
+)
+
+
+def _job(job: dict[str, Any], tasks: list[policy.Task]) -> policy.Job:
+    spec = job["spec"]
     workers = spec["workers"]
     low, high = workers["min"], workers["max"]
-    last_rescale = ts(job.last_rescale_at)
+    last_rescale = ts(job["last_rescale_at"])
     running_workers = sum(1 for t in tasks if t.role == policy.WORKER and not t.stopping)
-    if job.target_workers is not None:
+    target = job["target_workers"]
+    if target is not None:
         # An owner's `scale` caps growth at the target and is carried out promptly: the
         # freeze window only restrains the scheduler's own resizing.
-        high = job.target_workers
+        high = target
         low = min(low, high)
         if running_workers < high:
             last_rescale = None
     ps = spec["parameter_servers"]
     return policy.Job(
-        id=job.pk,
-        team=job.team.slug,
-        priority=job.priority,
-        state=_POLICY_STATE.get(JobState(job.state), policy.STOPPING),
-        submit_time=job.created_at.timestamp(),
+        id=job["id"],
+        team=job["team__slug"],
+        priority=job["priority"],
+        state=_POLICY_STATE.get(job["state"], policy.STOPPING),
+        submit_time=job["created_at"].timestamp(),
         worker=_resources(workers["resources"]),
         workers_min=low,
         workers_max=high,
@@ -128,10 +152,10 @@ def _job(job: Job, tasks: list[policy.Task]) -> policy.Job:
         coordinator=_resources(spec["coordinator"]["resources"]),
         freeze_seconds=float(spec.get("freeze_seconds", 0)),
         tasks=tuple(tasks),
-        vruntime=job.vruntime,
+        vruntime=job["vruntime"],
         last_rescale_time=last_rescale,
-        started_at=ts(job.started_at),
-        pending_since=ts(job.pending_since),
+        started_at=ts(job["started_at"]),
+        pending_since=ts(job["pending_since"]),
     )
 
 
@@ -171,12 +195,11 @@ def read_cluster(now: datetime) -> ClusterView:
             )
         )
     # Jobs the policy decides on, and finished jobs whose tasks still hold their nodes.
-    jobs = {
-        j.pk: j
-        for j in Job.objects.filter(Q(state__in=list(_POLICY_STATE)) | Q(pk__in=list(tasks)))
-        .select_related("team")
+    jobs = (
+        Job.objects.filter(Q(state__in=list(_POLICY_STATE)) | Q(pk__in=active.values("job_id")))
         .order_by("id")
-    }
+        .values(*_JOB_FIELDS)
+    )
     reservations = tuple(
         policy.Reservation(
             job_id=r.job_id,
@@ -190,8 +213,8 @@ def read_cluster(now: datetime) -> ClusterView:
         now=now.timestamp(),
         nodes=tuple(_node(nodes[k], now) for k in sorted(nodes)),
         teams=teams,
-        jobs=tuple(_job(j, tasks[j.pk]) for j in jobs.values()),
+        jobs=tuple(_job(j, tasks[j["id"]]) for j in jobs),
         reservations=reservations,
         config=policy_config(),
     )
-    return ClusterView(snapshot, jobs, nodes, used_ports, used_gpus)
+    return ClusterView(snapshot, nodes, used_ports, used_gpus)

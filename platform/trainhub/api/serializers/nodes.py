@@ -28,6 +28,7 @@ class NodeSerializer(serializers.ModelSerializer):
     owner: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="slug",
         read_only=True,
+        allow_null=True,
         help_text="Team whose jobs prefer this node (set in the admin), or null.",
     )
 

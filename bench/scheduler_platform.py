@@ -1,0 +1,218 @@
+"""Time the platform's whole scheduling cycle on PostgreSQL; one JSON line per size.
+
+    .venv/bin/python bench/scheduler_platform.py [--sizes 1000x100,10000x1000] [--repeat 3]
+
+`bench/scheduler_scale.py` times the policy alone; this one times what Celery runs every
+5 s: `run_cycle` reading the snapshot from the database, the policy, and applying the
+decisions (starts with ports, growth, preemptions, pending reasons, reservations), all in
+one transaction. Each size is the same synthetic steady state as scheduler_scale's (GPU and
+CPU nodes, 20 teams, mixed jobs, most of the cluster running), written into a fresh
+database next to $DATABASE_URL's (default postgres://postgres@127.0.0.1:5432/test), which is
+dropped afterwards. Every timed cycle is rolled back, so each repeat sees the same state.
+`read_s` is the snapshot read alone; `first_cycle_s` the first cycle, committed (every
+pending reason is new then), and `cycle_s` the median of the rolled-back cycles after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import secrets
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import psycopg  # noqa: E402
+from scheduler_scale import cluster, steady_state  # noqa: E402
+from trainhub.scheduling import policy  # noqa: E402
+
+
+class Rollback(Exception):
+    pass
+
+
+def _spec(job: policy.Job, team: str) -> dict[str, Any]:
+    def res(r: policy.Resources) -> dict[str, Any]:
+        return {"cpu": r.cpu, "memory_mb": int(r.memory_mb), "gpu": int(r.gpu)}
+
+    return {
+        "name": f"job-{job.id}",
+        "team": team,
+        "priority": job.priority,
+        "entrypoint": "ps_runtime.examples.movielens:train",
+        "args": {},
+        "parameter_servers": {"replicas": job.ps_count, "resources": res(job.ps)},
+        "workers": {"min": job.workers_min, "max": job.workers_max, "resources": res(job.worker)},
+        "coordinator": {"resources": res(job.coordinator)},
+        "freeze_seconds": int(job.freeze_seconds),
+        "checkpoint_every_seconds": 300,
+        "max_restarts": 0,
+    }
+
+
+def populate(snap: policy.Snapshot, now: datetime) -> None:
+    from trainhub.jobs.choices import JobState, TaskState
+    from trainhub.jobs.models import Job, Task
+    from trainhub.nodes.models import Node
+    from trainhub.tenancy.models import Quota, Team
+
+    Node.objects.bulk_create(
+        Node(
+            id=n.id,
+            hostname=f"node-{n.id}",
+            address=f"10.0.{n.id // 250}.{n.id % 250}",
+            cpus=n.capacity.cpu,
+            memory_mb=int(n.capacity.memory_mb),
+            gpus=[{"index": i, "model": "A100"} for i in range(int(n.capacity.gpu))],
+            credential_hash="-",
+            last_seen=now,
+        )
+        for n in snap.nodes
+    )
+    teams = {t.name: Team.objects.create(slug=t.name, name=t.name) for t in snap.teams}
+    Quota.objects.bulk_create(
+        Quota(
+            team=teams[t.name],
+            cpu=t.nominal.cpu,
+            memory_mb=int(t.nominal.memory_mb),
+            gpu=int(t.nominal.gpu),
+        )
+        for t in snap.teams
+    )
+    Job.objects.bulk_create(
+        Job(
+            id=j.id,
+            team=teams[j.team],
+            name=f"job-{j.id}",
+            priority=j.priority,
+            spec=_spec(j, j.team),
+            state=JobState.RUNNING if j.state == policy.RUNNING else JobState.PENDING,
+            runtime_token="-",
+            started_at=now - timedelta(seconds=600) if j.state == policy.RUNNING else None,
+            last_rescale_at=now - timedelta(seconds=600) if j.state == policy.RUNNING else None,
+            vruntime=j.vruntime,
+        )
+        for j in snap.jobs
+    )
+    ports: dict[int, int] = {}
+    gpus: dict[int, int] = {}  # next free GPU index per node
+    tasks = []
+    for j in snap.jobs:
+        for t in j.tasks:
+            port = None
+            if t.role != policy.COORDINATOR:
+                port = ports.get(t.node_id, 24000)
+                ports[t.node_id] = port + 1
+            first, count = gpus.get(t.node_id, 0), int(t.resources.gpu)
+            gpus[t.node_id] = first + count
+            tasks.append(
+                Task(
+                    job_id=j.id,
+                    role=t.role,
+                    index=t.index,
+                    node_id=t.node_id,
+                    port=port,
+                    cpu=t.resources.cpu,
+                    memory_mb=int(t.resources.memory_mb),
+                    gpu_indices=list(range(first, first + count)),
+                    borrowed=t.borrowed,
+                    state=TaskState.RUNNING,
+                )
+            )
+    Task.objects.bulk_create(tasks, batch_size=5000)
+
+
+def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from trainhub.scheduling.services import run_cycle
+    from trainhub.scheduling.snapshot import read_cluster
+
+    logging.getLogger("trainhub").setLevel(logging.WARNING)  # a cycle logs its decisions
+    call_command("migrate", verbosity=0)
+    snap = steady_state(cluster(n_nodes, n_jobs), random.Random(1))
+    now = datetime.now(UTC)
+    t0 = time.perf_counter()
+    populate(snap, now)
+    load_s = time.perf_counter() - t0
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    # The first cycle commits (most pending reasons are new then); the timed ones are the
+    # steady state after it, as the beat runs them every few seconds.
+    t0 = time.perf_counter()
+    run_cycle(now=now)
+    first_s = time.perf_counter() - t0
+    cycles, reads = [], []
+    result = None
+    for _ in range(repeat):
+        try:
+            with transaction.atomic():
+                t0 = time.perf_counter()
+                read_cluster(now)
+                reads.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                result = run_cycle(now=now + timedelta(seconds=5))
+                cycles.append(time.perf_counter() - t0)
+                raise Rollback
+        except Rollback:
+            pass
+    assert result is not None and result.ran
+    d = result.decisions
+    return {
+        "jobs": n_jobs,
+        "nodes": n_nodes,
+        "tasks": sum(len(j.tasks) for j in snap.jobs),
+        "cycle_s": round(statistics.median(cycles), 3),
+        "read_s": round(statistics.median(reads), 3),
+        "first_cycle_s": round(first_s, 3),
+        "load_s": round(load_s, 1),
+        "starts": len(d.starts),
+        "grown": len(d.add_workers),
+        "shrunk": len(d.remove_workers),
+        "preempted": len(d.preemptions),
+        "pending": len(d.pending_reasons),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000x100,10000x1000")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+    parsed = urlparse(base)
+    admin_dsn = urlunparse(parsed._replace(path="/postgres"))
+    for size in args.sizes.split(","):
+        n_jobs, n_nodes = (int(x) for x in size.split("x"))
+        name = f"trainhub_bench_{secrets.token_hex(4)}"
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
+            os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
+            import django
+            from django.db import connections
+
+            django.setup()
+            connections["default"].close()
+            connections["default"].settings_dict["NAME"] = name
+            print(json.dumps(run_size(n_jobs, n_nodes, args.repeat)), flush=True)
+            connections["default"].close()
+        finally:
+            with psycopg.connect(admin_dsn, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
