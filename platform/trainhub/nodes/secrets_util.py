@@ -8,7 +8,12 @@ import secrets
 
 
 def new_secret() -> str:
-    return secrets.token_urlsafe(32)
+    """256 random bits, URL-safe, never starting with "-": a token pasted after a command
+    line option (`trainhub-agent enroll --token …`) must not read as another option."""
+    while True:
+        secret = secrets.token_urlsafe(32)
+        if not secret.startswith("-"):
+            return secret
 
 
 def hash_secret(secret: str) -> str:

@@ -91,8 +91,7 @@ def enroll_agent(
             "enroll",
             "--server",
             server,
-            "--token",
-            token,
+            f"--token={token}",  # one argument even for a token that looks like an option
             "--state-file",
             str(state_file),
             "--address",

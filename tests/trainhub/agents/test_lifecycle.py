@@ -304,3 +304,11 @@ def test_lost_node_fails_its_running_job_with_the_reason(setup: dict[str, Any]) 
     assert job.state == JobState.FAILED
     assert job.message == "node node-1 lost: no heartbeat for 30 s"
     assert set(job.tasks.values_list("state", flat=True)) == {TaskState.FAILED}
+
+
+def test_node_secrets_never_start_with_a_dash() -> None:
+    """A token pasted after `--token` must not read as an option (argparse would refuse).
+    One in 64 URL-safe tokens starts with "-": 2,000 draws would show it."""
+    from trainhub.nodes.secrets_util import new_secret
+
+    assert not any(new_secret().startswith("-") for _ in range(2000))
