@@ -70,21 +70,32 @@ def revoke_enrollment_token(*, token: EnrollmentToken, actor: Actor = None) -> N
     token.revoked = True
 
 
+def _change_node(
+    locked: Node, *, action: str, actor: Actor, field: str, value: Any, shown: tuple[Any, Any]
+) -> None:
+    """Set one scheduling-relevant field of a locked node: audited, and a cycle follows."""
+    before, after = shown
+    if before == after:
+        return
+    Node.objects.filter(pk=locked.pk).update(**{field: value})
+    record_change(
+        actor=actor, action=action, target=locked, before={field: before}, after={field: after}
+    )
+    transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
+
+
 @transaction.atomic
 def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node:
     """Cordon, drain or uncordon a node (a no-op when it already is in `state`)."""
     locked = Node.objects.select_for_update().get(pk=node.pk)
-    before = locked.state
-    if before != state:
-        Node.objects.filter(pk=node.pk).update(state=state)
-        record_change(
-            actor=actor,
-            action=f"node.{_VERBS[state]}",
-            target=locked,
-            before={"state": before},
-            after={"state": str(state)},
-        )
-        transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
+    _change_node(
+        locked,
+        action=f"node.{_VERBS[state]}",
+        actor=actor,
+        field="state",
+        value=state,
+        shown=(locked.state, str(state)),
+    )
     node.state = state
     return node
 
@@ -93,18 +104,14 @@ def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node
 def set_node_owner(*, node: Node, owner: Team | None, actor: Actor = None) -> Node:
     """Make `owner`'s jobs prefer this node (None: no team is preferred)."""
     locked = Node.objects.select_for_update(of=("self",)).select_related("owner").get(pk=node.pk)
-    before = locked.owner.slug if locked.owner else None
-    after = owner.slug if owner else None
-    if before != after:
-        Node.objects.filter(pk=node.pk).update(owner=owner)
-        record_change(
-            actor=actor,
-            action="node.set_owner",
-            target=locked,
-            before={"owner": before},
-            after={"owner": after},
-        )
-        transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
+    _change_node(
+        locked,
+        action="node.set_owner",
+        actor=actor,
+        field="owner",
+        value=owner,
+        shown=(locked.owner.slug if locked.owner else None, owner.slug if owner else None),
+    )
     node.owner = owner
     return node
 

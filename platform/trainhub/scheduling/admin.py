@@ -1,29 +1,19 @@
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
+
+from trainhub.readonly_admin import ReadOnlyModelAdmin
 
 from .models import CycleRecord, Reservation
 
 
-class _ReadOnly(admin.ModelAdmin):
-    """Written by the scheduler only."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(CycleRecord)
-class CycleRecordAdmin(_ReadOnly):
+class CycleRecordAdmin(ReadOnlyModelAdmin):
+    """Written by the scheduler: the last cycle's policy, mode and decision counts."""
+
     list_display = ("ran_at", "policy", "observe_only", "summary")
 
 
 @admin.register(Reservation)
-class ReservationAdmin(_ReadOnly):
+class ReservationAdmin(ReadOnlyModelAdmin):
+    """Capacity the scheduler holds for pending jobs it freed room for."""
+
     list_display = ("job", "node", "cpu", "memory_mb", "gpu", "created_at")
