@@ -42,13 +42,13 @@ class Rollback(Exception):
     pass
 
 
-def _spec(job: policy.Job, team: str) -> dict[str, Any]:
+def _spec(job: policy.Job) -> dict[str, Any]:
     def res(r: policy.Resources) -> dict[str, Any]:
         return {"cpu": r.cpu, "memory_mb": int(r.memory_mb), "gpu": int(r.gpu)}
 
     return {
         "name": f"job-{job.id}",
-        "team": team,
+        "team": job.team,
         "priority": job.priority,
         "entrypoint": "ps_runtime.examples.movielens:train",
         "args": {},
@@ -96,7 +96,7 @@ def populate(snap: policy.Snapshot, now: datetime) -> None:
             team=teams[j.team],
             name=f"job-{j.id}",
             priority=j.priority,
-            spec=_spec(j, j.team),
+            spec=_spec(j),
             state=JobState.RUNNING if j.state == policy.RUNNING else JobState.PENDING,
             runtime_token="-",
             started_at=now - timedelta(seconds=600) if j.state == policy.RUNNING else None,
