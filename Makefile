@@ -34,7 +34,7 @@ test: install
 
 lint:
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check . || true
+	$(VENV)/bin/ruff format --check .
 
 typecheck:
 	$(VENV)/bin/mypy

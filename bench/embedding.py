@@ -41,8 +41,11 @@ def tf_figure(path: Path, ps: int) -> float | None:
         text = path.read_text()
     except OSError:
         return None
-    label = "embed (1 PS, 2 workers): throughput" if ps == 1 else \
-        "embed (2 PS, table row-sharded, 2 workers): throughput"
+    label = (
+        "embed (1 PS, 2 workers): throughput"
+        if ps == 1
+        else "embed (2 PS, table row-sharded, 2 workers): throughput"
+    )
     for line in text.splitlines():
         if line.startswith(f"| {label} |"):
             cells = [c.strip() for c in line.strip("|").split("|")]
@@ -57,8 +60,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_once(num_ps: int, num_workers: int, steps: int, warmup: int,
-             in_flight: int) -> dict[str, Any]:
+def run_once(
+    num_ps: int, num_workers: int, steps: int, warmup: int, in_flight: int
+) -> dict[str, Any]:
     import numpy as np
 
     from ps_runtime.cluster import ClusterResolver
@@ -69,21 +73,36 @@ def run_once(num_ps: int, num_workers: int, steps: int, warmup: int,
 
     token = "bench"
     ports = free_ports(num_ps + num_workers)
-    cluster = {"ps": [f"127.0.0.1:{p}" for p in ports[:num_ps]],
-               "worker": [f"127.0.0.1:{p}" for p in ports[num_ps:]]}
+    cluster = {
+        "ps": [f"127.0.0.1:{p}" for p in ports[:num_ps]],
+        "worker": [f"127.0.0.1:{p}" for p in ports[num_ps:]],
+    }
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHUB_")}
-    env.update(PYTHONPATH=str(ROOT), GRPC_VERBOSITY="ERROR", TRAINHUB_JOB_TOKEN=token,
-               TRAINHUB_CLUSTER=json.dumps(cluster))
+    env.update(
+        PYTHONPATH=str(ROOT),
+        GRPC_VERBOSITY="ERROR",
+        TRAINHUB_JOB_TOKEN=token,
+        TRAINHUB_CLUSTER=json.dumps(cluster),
+    )
     procs = []
     started = time.perf_counter()
     try:
         for role in ("ps", "worker"):
             for i, address in enumerate(cluster[role]):
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "ps_runtime.task"], cwd=ROOT,
-                    env=dict(env, TRAINHUB_ROLE=role, TRAINHUB_TASK_INDEX=str(i),
-                             TRAINHUB_BIND=address),
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "ps_runtime.task"],
+                        cwd=ROOT,
+                        env=dict(
+                            env,
+                            TRAINHUB_ROLE=role,
+                            TRAINHUB_TASK_INDEX=str(i),
+                            TRAINHUB_BIND=address,
+                        ),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
         resolver = ClusterResolver(cluster["ps"], cluster["worker"], token)
         resolver.wait_until_healthy(timeout=120)
         startup = time.perf_counter() - started
@@ -97,14 +116,14 @@ def run_once(num_ps: int, num_workers: int, steps: int, warmup: int,
         pids = [os.getpid()] + [p.pid for p in procs]
         cpu0 = [cpu_seconds(p) for p in pids]
         t0 = time.perf_counter()
-        values = [coordinator.schedule(embedding.train_step, (data, table, head))
-                  for _ in range(steps)]
+        values = [
+            coordinator.schedule(embedding.train_step, (data, table, head)) for _ in range(steps)
+        ]
         coordinator.join()
         seconds = time.perf_counter() - t0
         cpu = [cpu_seconds(p) - c for p, c in zip(pids, cpu0, strict=True)]
         losses = [v.fetch() for v in values[-20:]]
-        rows = sum(v.shape[0] for s in strategy.stats() for v in s.variables
-                   if v.name == "embed/E")
+        rows = sum(v.shape[0] for s in strategy.stats() for v in s.variables if v.name == "embed/E")
         coordinator.shutdown()
         strategy.close()
     finally:
@@ -113,16 +132,24 @@ def run_once(num_ps: int, num_workers: int, steps: int, warmup: int,
         for p in procs:
             p.wait(timeout=15)
     return {
-        "workload": "embed", "ps": num_ps, "workers": num_workers, "steps": steps,
-        "batch_size": 4096, "time_s": round(seconds, 4),
+        "workload": "embed",
+        "ps": num_ps,
+        "workers": num_workers,
+        "steps": steps,
+        "batch_size": 4096,
+        "time_s": round(seconds, 4),
         "steps_per_sec": round(steps / seconds, 2),
         "examples_per_sec": round(steps * 4096 / seconds, 1),
-        "last_loss": round(float(np.mean(losses)), 5), "table_rows": rows,
-        "startup_s": round(startup, 2), "in_flight_per_worker": in_flight,
+        "last_loss": round(float(np.mean(losses)), 5),
+        "table_rows": rows,
+        "startup_s": round(startup, 2),
+        "in_flight_per_worker": in_flight,
         "cores_busy_avg": round(sum(cpu) / seconds, 3),
-        "cpu_s": {"coordinator": round(cpu[0], 3),
-                  **{f"ps{i}": round(c, 3) for i, c in enumerate(cpu[1:1 + num_ps])},
-                  **{f"worker{i}": round(c, 3) for i, c in enumerate(cpu[1 + num_ps:])}},
+        "cpu_s": {
+            "coordinator": round(cpu[0], 3),
+            **{f"ps{i}": round(c, 3) for i, c in enumerate(cpu[1 : 1 + num_ps])},
+            **{f"worker{i}": round(c, 3) for i, c in enumerate(cpu[1 + num_ps :])},
+        },
     }
 
 
@@ -155,21 +182,31 @@ def memory_run(rows: int, budget: int, stream: int, dim: int = 16) -> list[dict[
         address = f"127.0.0.1:{port}"
         ckpt = tempfile.mkdtemp(prefix="ps-bench-ckpt-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHUB_")}
-        env.update(PYTHONPATH=str(ROOT), GRPC_VERBOSITY="ERROR", TRAINHUB_ROLE="ps",
-                   TRAINHUB_BIND=address, TRAINHUB_JOB_TOKEN="bench",
-                   TRAINHUB_CHECKPOINT_DIR=ckpt)
-        proc = subprocess.Popen([sys.executable, "-m", "ps_runtime.task"], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env.update(
+            PYTHONPATH=str(ROOT),
+            GRPC_VERBOSITY="ERROR",
+            TRAINHUB_ROLE="ps",
+            TRAINHUB_BIND=address,
+            TRAINHUB_JOB_TOKEN="bench",
+            TRAINHUB_CHECKPOINT_DIR=ckpt,
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ps_runtime.task"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             while not rpc.check_health(address, "bench"):
                 time.sleep(0.1)
             idle_rss = rss_mb(proc.pid)[0]
-            strategy = ParameterServerStrategy(ClusterResolver([address], ["127.0.0.1:1"],
-                                                               "bench"))
+            strategy = ParameterServerStrategy(ClusterResolver([address], ["127.0.0.1:1"], "bench"))
             raw = rows * dim * 4
             if case == "table":
-                t = strategy.create_table("big", dim, initializer=("uniform", {"seed": 1}),
-                                          expected_rows_per_shard=rows)
+                t = strategy.create_table(
+                    "big", dim, initializer=("uniform", {"seed": 1}), expected_rows_per_shard=rows
+                )
                 t0 = time.perf_counter()
                 for start in range(0, rows, batch):
                     t.lookup_async(np.arange(start, min(start + batch, rows)), unique=True).result()
@@ -183,39 +220,61 @@ def memory_run(rows: int, budget: int, stream: int, dim: int = 16) -> list[dict[
                 t0 = time.perf_counter()
                 strategy.save_checkpoint("ckpt-1", step=1)
                 save_s = time.perf_counter() - t0
-                size = sum(os.path.getsize(os.path.join(d, f))
-                           for d, _, fs in os.walk(ckpt) for f in fs)
+                size = sum(
+                    os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(ckpt) for f in fs
+                )
                 current, peak = rss_mb(proc.pid)
                 held = sum(v.shape[0] for s in strategy.stats() for v in s.variables)
-                out.append({"case": "10M-row table" if rows == 10_000_000 else "table",
-                            "rows": held, "dim": dim, "raw_mb": raw / 1e6,
-                            "idle_rss_mb": idle_rss, "rss_after_create_mb": after_create[0],
-                            "peak_rss_mb": peak, "rss_mb": current,
-                            "peak_over_raw": round(peak / (raw / 1e6), 3),
-                            "peak_minus_idle_over_raw": round((peak - idle_rss) / (raw / 1e6), 3),
-                            "create_s": round(create_s, 2), "pull_rows_per_s": round(pull_rows_s),
-                            "checkpoint_s": round(save_s, 2), "checkpoint_mb": size / 1e6})
+                out.append(
+                    {
+                        "case": "10M-row table" if rows == 10_000_000 else "table",
+                        "rows": held,
+                        "dim": dim,
+                        "raw_mb": raw / 1e6,
+                        "idle_rss_mb": idle_rss,
+                        "rss_after_create_mb": after_create[0],
+                        "peak_rss_mb": peak,
+                        "rss_mb": current,
+                        "peak_over_raw": round(peak / (raw / 1e6), 3),
+                        "peak_minus_idle_over_raw": round((peak - idle_rss) / (raw / 1e6), 3),
+                        "create_s": round(create_s, 2),
+                        "pull_rows_per_s": round(pull_rows_s),
+                        "checkpoint_s": round(save_s, 2),
+                        "checkpoint_mb": size / 1e6,
+                    }
+                )
             else:
-                t = strategy.create_table("stream", dim, initializer=("uniform", {"seed": 1}),
-                                          max_rows_per_shard=budget)
+                t = strategy.create_table(
+                    "stream", dim, initializer=("uniform", {"seed": 1}), max_rows_per_shard=budget
+                )
                 most = 0
                 t0 = time.perf_counter()
                 for start in range(0, stream, batch):
-                    t.lookup_async(np.arange(start, min(start + batch, stream)) * 7 + 3,
-                                   unique=True).result()
+                    t.lookup_async(
+                        np.arange(start, min(start + batch, stream)) * 7 + 3, unique=True
+                    ).result()
                     if (start // batch) % 8 == 0:
-                        most = max(most, sum(v.shape[0] for s in strategy.stats()
-                                             for v in s.variables))
+                        most = max(
+                            most, sum(v.shape[0] for s in strategy.stats() for v in s.variables)
+                        )
                 seconds = time.perf_counter() - t0
                 stats = [v for s in strategy.stats() for v in s.variables]
                 current, peak = rss_mb(proc.pid)
-                out.append({"case": "row budget", "budget": budget, "distinct_ids": stream,
-                            "rows_at_end": sum(v.shape[0] for v in stats),
-                            "max_rows_seen": max(most, sum(v.shape[0] for v in stats)),
-                            "rows_evicted": sum(v.rows_evicted for v in stats),
-                            "ids_per_s": round(stream / seconds),
-                            "budget_raw_mb": budget * dim * 4 / 1e6, "idle_rss_mb": idle_rss,
-                            "peak_rss_mb": peak, "rss_mb": current})
+                out.append(
+                    {
+                        "case": "row budget",
+                        "budget": budget,
+                        "distinct_ids": stream,
+                        "rows_at_end": sum(v.shape[0] for v in stats),
+                        "max_rows_seen": max(most, sum(v.shape[0] for v in stats)),
+                        "rows_evicted": sum(v.rows_evicted for v in stats),
+                        "ids_per_s": round(stream / seconds),
+                        "budget_raw_mb": budget * dim * 4 / 1e6,
+                        "idle_rss_mb": idle_rss,
+                        "peak_rss_mb": peak,
+                        "rss_mb": current,
+                    }
+                )
             strategy.close()
         finally:
             proc.terminate()
@@ -233,13 +292,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--in-flight", type=int, default=2,
-                        help="closures in flight per worker")
-    parser.add_argument("--baseline", type=Path, default=DEFAULT_BASELINE,
-                        help="tensorflow_ps.md with the TF reference table")
-    parser.add_argument("--memory", action="store_true",
-                        help="instead: memory of a --rows table (create, pull, checkpoint) "
-                             "and of a --budget-row table fed --stream distinct ids")
+    parser.add_argument("--in-flight", type=int, default=2, help="closures in flight per worker")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=DEFAULT_BASELINE,
+        help="tensorflow_ps.md with the TF reference table",
+    )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="instead: memory of a --rows table (create, pull, checkpoint) "
+        "and of a --budget-row table fed --stream distinct ids",
+    )
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--budget", type=int, default=1_000_000)
     parser.add_argument("--stream", type=int, default=20_000_000)
@@ -255,12 +320,21 @@ def main() -> None:
         results.append(r["examples_per_sec"])
     median = statistics.median(results)
     tf = tf_figure(args.baseline, args.ps)
-    print(json.dumps({"summary": "embed", "ps": args.ps, "runs": len(results),
-                      "examples_per_sec_median": median,
-                      "examples_per_sec_min": min(results),
-                      "examples_per_sec_max": max(results),
-                      "tf_examples_per_sec_median": tf,
-                      "speedup_vs_tf": round(median / tf, 3) if tf else None}), flush=True)
+    print(
+        json.dumps(
+            {
+                "summary": "embed",
+                "ps": args.ps,
+                "runs": len(results),
+                "examples_per_sec_median": median,
+                "examples_per_sec_min": min(results),
+                "examples_per_sec_max": max(results),
+                "tf_examples_per_sec_median": tf,
+                "speedup_vs_tf": round(median / tf, 3) if tf else None,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,22 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
-WORKLOAD = ["--epochs", "20", "--lr", "0.03", "--batch_size", "1024", "--l2", "0.05",
-            "--bias_l2", "0.05", "--init_std", "0.01", "--report_every", "1000000"]
+WORKLOAD = [
+    "--epochs",
+    "20",
+    "--lr",
+    "0.03",
+    "--batch_size",
+    "1024",
+    "--l2",
+    "0.05",
+    "--bias_l2",
+    "0.05",
+    "--init_std",
+    "0.01",
+    "--report_every",
+    "1000000",
+]
 
 
 def tf_baseline(path: Path) -> dict[str, float] | None:
@@ -33,8 +47,10 @@ def tf_baseline(path: Path) -> dict[str, float] | None:
         return None
     text = path.read_text()
     rows = {}
-    for key, label in (("examples_per_sec", "train throughput, epochs 2..N"),
-                       ("test_rmse", "final test RMSE (epoch N)")):
+    for key, label in (
+        ("examples_per_sec", "train throughput, epochs 2..N"),
+        ("test_rmse", "final test RMSE (epoch N)"),
+    ):
         match = re.search(re.escape(label) + r"[^|]*\|[^|]*\|[^|]*\|[^|]*\|\s*([\d,.]+)", text)
         if match:
             rows[key] = float(match[1].replace(",", ""))
@@ -43,10 +59,27 @@ def tf_baseline(path: Path) -> dict[str, float] | None:
 
 def run_once(data: Path, ps: int, workers: int) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "ps_runtime.launch", "--ps", str(ps), "--workers", str(workers),
-         "ps_runtime.examples.movielens:train", "--", "--data", str(data / "u1.base"),
-         "--test", str(data / "u1.test"), *WORKLOAD],
-        env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "ps_runtime.launch",
+            "--ps",
+            str(ps),
+            "--workers",
+            str(workers),
+            "ps_runtime.examples.movielens:train",
+            "--",
+            "--data",
+            str(data / "u1.base"),
+            "--test",
+            str(data / "u1.test"),
+            *WORKLOAD,
+        ],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"launch failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     for line in proc.stdout.splitlines():
@@ -55,7 +88,9 @@ def run_once(data: Path, ps: int, workers: int) -> dict[str, Any]:
             result: dict[str, Any] = json.loads(payload)["result"]
             timed = result["epoch_seconds"][1:]
             return {
-                "workload": "mf", "ps": ps, "workers": workers,
+                "workload": "mf",
+                "ps": ps,
+                "workers": workers,
                 "examples_per_sec": round(result["examples_per_epoch"] * len(timed) / sum(timed)),
                 "epoch1_s": round(result["epoch_seconds"][0], 3),
                 "epoch_s_median": round(statistics.median(timed), 3),
@@ -66,11 +101,11 @@ def run_once(data: Path, ps: int, workers: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=SHARED / "datasets" / "ml-100k")
-    parser.add_argument("--baseline", type=Path,
-                        default=SHARED / "baselines" / "tensorflow_ps.md")
+    parser.add_argument("--baseline", type=Path, default=SHARED / "baselines" / "tensorflow_ps.md")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ps", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
@@ -82,14 +117,20 @@ def main() -> None:
         print(json.dumps(run), flush=True)
     tf = tf_baseline(args.baseline)
     median = statistics.median(r["examples_per_sec"] for r in runs)
-    summary: dict[str, Any] = {"summary": "mf", "runs": len(runs),
-                               "examples_per_sec_median": median,
-                               "test_rmse_median": statistics.median(r["test_rmse"] for r in runs)}
+    summary: dict[str, Any] = {
+        "summary": "mf",
+        "runs": len(runs),
+        "examples_per_sec_median": median,
+        "test_rmse_median": statistics.median(r["test_rmse"] for r in runs),
+    }
     if tf:
-        summary.update(tf_examples_per_sec=tf.get("examples_per_sec"),
-                       tf_test_rmse=tf.get("test_rmse"),
-                       speedup=round(median / tf["examples_per_sec"], 3)
-                       if tf.get("examples_per_sec") else None)
+        summary.update(
+            tf_examples_per_sec=tf.get("examples_per_sec"),
+            tf_test_rmse=tf.get("test_rmse"),
+            speedup=round(median / tf["examples_per_sec"], 3)
+            if tf.get("examples_per_sec")
+            else None,
+        )
     print(json.dumps(summary), flush=True)
 
 

@@ -84,8 +84,9 @@ def raw_server(port: int) -> None:
     server.wait_for_termination()
 
 
-def raw_methods(ports: list[int], total: int) -> tuple[dict[str, Callable[[], None]],
-                                                      Callable[[], None]]:
+def raw_methods(
+    ports: list[int], total: int
+) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
     """Raw transfers of `total` bytes split over the servers at `ports`, and a closer."""
     import grpc
 
@@ -97,8 +98,10 @@ def raw_methods(ports: list[int], total: int) -> tuple[dict[str, Callable[[], No
     get = [c.unary_unary(RAW_METHODS[0]) for c in channels]
     get_stream = [c.unary_stream(RAW_METHODS[1]) for c in channels]
     put = [c.stream_unary(RAW_METHODS[2]) for c in channels]
-    payloads = {chunk: [b"\x02" * min(chunk, share - i) for i in range(0, share, chunk)]
-                for chunk in (MIB, 2 * MIB, 4 * MIB)}
+    payloads = {
+        chunk: [b"\x02" * min(chunk, share - i) for i in range(0, share, chunk)]
+        for chunk in (MIB, 2 * MIB, 4 * MIB)
+    }
     unary_payload = b"\x02" * share
 
     def fan_out(call: Callable[[int], Any]) -> Callable[[], None]:
@@ -114,7 +117,8 @@ def raw_methods(ports: list[int], total: int) -> tuple[dict[str, Callable[[], No
     for chunk, pieces in payloads.items():
         mib = chunk // MIB
         methods[f"stream{mib}_down"] = fan_out(
-            lambda i, chunk=chunk: sum(len(b) for b in get_stream[i](f"{share},{chunk}".encode())))
+            lambda i, chunk=chunk: sum(len(b) for b in get_stream[i](f"{share},{chunk}".encode()))
+        )
         methods[f"stream{mib}_up"] = fan_out(lambda i, pieces=pieces: put[i](iter(pieces)))
 
     def close() -> None:
@@ -125,8 +129,9 @@ def raw_methods(ports: list[int], total: int) -> tuple[dict[str, Callable[[], No
     return methods, close
 
 
-def interleaved_medians(methods: dict[str, Callable[[], Any]], iters: int,
-                        warmup: int = 2) -> dict[str, float]:
+def interleaved_medians(
+    methods: dict[str, Callable[[], Any]], iters: int, warmup: int = 2
+) -> dict[str, float]:
     """Median seconds per method, running the methods round-robin so load drifts
     (the machine is shared) hit all of them alike."""
     times: dict[str, list[float]] = {name: [] for name in methods}

@@ -55,8 +55,9 @@ def shard_file(directory: str, shard: int) -> str:
     return os.path.join(directory, f"shard-{shard}.npz")
 
 
-def save_shard(store: ParameterStore, directory: str, shard: int, num_shards: int,
-               step: int) -> tuple[str, int]:
+def save_shard(
+    store: ParameterStore, directory: str, shard: int, num_shards: int, step: int
+) -> tuple[str, int]:
     """Write this shard's variables and slots to `directory`; return (path, count).
 
     Arrays are written straight from the live buffers under each variable's lock
@@ -65,8 +66,13 @@ def save_shard(store: ParameterStore, directory: str, shard: int, num_shards: in
     os.makedirs(directory, exist_ok=True)
     path = shard_file(directory, shard)
     entries = store.entries()
-    meta: dict[str, Any] = {"format": FORMAT_VERSION, "shard": shard,
-                            "num_shards": num_shards, "step": step, "variables": {}}
+    meta: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "shard": shard,
+        "num_shards": num_shards,
+        "step": step,
+        "variables": {},
+    }
 
     def write(f: Any) -> None:
         import zipfile
@@ -77,8 +83,11 @@ def save_shard(store: ParameterStore, directory: str, shard: int, num_shards: in
                     n = e.size if isinstance(e, StoredTable) else None
                     arrays = {"values": e.values[:n]}
                     arrays.update({f"slot/{k}": v[:n] for k, v in e.slots.items()})
-                    info: dict[str, Any] = {"spec": e.spec.to_json(), "version": e.version,
-                                            "params": e.optimizer.params}
+                    info: dict[str, Any] = {
+                        "spec": e.spec.to_json(),
+                        "version": e.version,
+                        "params": e.optimizer.params,
+                    }
                     if isinstance(e, StoredTable):
                         arrays["ids"] = e.row_ids[:n]
                         info["lifecycle"] = e.lifecycle.to_json()
@@ -86,8 +95,9 @@ def save_shard(store: ParameterStore, directory: str, shard: int, num_shards: in
                         info["part"] = [e.part.base, e.part.base_rows, e.part.row_offset]
                     for key, arr in arrays.items():
                         with z.open(f"{e.name}/{key}.npy", "w", force_zip64=True) as out:
-                            np.lib.format.write_array(out, np.ascontiguousarray(arr),
-                                                      allow_pickle=False)
+                            np.lib.format.write_array(
+                                out, np.ascontiguousarray(arr), allow_pickle=False
+                            )
                     meta["variables"][e.name] = info
             z.writestr("__meta__.json", json.dumps(meta))
 
@@ -100,9 +110,13 @@ def commit(directory: str, step: int, num_shards: int, keep: int) -> str:
     missing = [i for i in range(num_shards) if not os.path.exists(shard_file(directory, i))]
     if missing:
         raise FileNotFoundError(f"cannot commit {directory}: shard files {missing} are missing")
-    manifest = {"format": FORMAT_VERSION, "step": step, "num_shards": num_shards,
-                "files": [os.path.basename(shard_file(directory, i)) for i in range(num_shards)],
-                "time": time.time()}
+    manifest = {
+        "format": FORMAT_VERSION,
+        "step": step,
+        "num_shards": num_shards,
+        "files": [os.path.basename(shard_file(directory, i)) for i in range(num_shards)],
+        "time": time.time(),
+    }
     path = os.path.join(directory, MANIFEST)
     write_atomically(path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
     if keep > 0:
@@ -142,8 +156,9 @@ def prune(root: str, keep: int) -> None:
         kept = {p for _, _, p in done}
         for name in os.listdir(root):
             path = os.path.join(root, name)
-            if (os.path.isdir(path) and path not in kept
-                    and os.path.getmtime(path) < newest - 1):  # leave saves in progress
+            if (
+                os.path.isdir(path) and path not in kept and os.path.getmtime(path) < newest - 1
+            ):  # leave saves in progress
                 shutil.rmtree(path, ignore_errors=True)
 
 
@@ -151,13 +166,17 @@ def read_manifest(directory: str) -> dict[str, Any]:
     """The manifest of a checkpoint; FileNotFoundError if it was never committed."""
     path = os.path.join(directory, MANIFEST)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{directory} is not a committed checkpoint (no {MANIFEST}); "
-                                "it was not saved completely")
+        raise FileNotFoundError(
+            f"{directory} is not a committed checkpoint (no {MANIFEST}); "
+            "it was not saved completely"
+        )
     with open(path) as f:
         manifest: dict[str, Any] = json.load(f)
     if manifest.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{directory} has checkpoint format {manifest.get('format')}, "
-                         f"this runtime reads format {FORMAT_VERSION}")
+        raise ValueError(
+            f"{directory} has checkpoint format {manifest.get('format')}, "
+            f"this runtime reads format {FORMAT_VERSION}"
+        )
     return manifest
 
 
@@ -181,17 +200,18 @@ def restore_shard(store: ParameterStore, directory: str, shard: int, num_shards:
             for name, info in meta["variables"].items():
                 spec = VariableSpec.from_json(info["spec"])
 
-                def arrays(name: str = name, info: dict[str, Any] = info,
-                           data: Any = data) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-                    slots = {k: data[f"{name}/slot/{k}"]
-                             for k in _slot_names(info)}
+                def arrays(
+                    name: str = name, info: dict[str, Any] = info, data: Any = data
+                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                    slots = {k: data[f"{name}/slot/{k}"] for k in _slot_names(info)}
                     return data[f"{name}/values"], slots
 
                 if spec.kind == "table":
                     _restore_table(store, name, spec, info, data, shard, num_shards)
                     restored.add(name)
-                elif _restore_dense(store, name, spec, info, arrays,
-                                    old == shard and old_shards == num_shards):
+                elif _restore_dense(
+                    store, name, spec, info, arrays, old == shard and old_shards == num_shards
+                ):
                     restored.add(name)
     return len(restored)
 
@@ -210,12 +230,20 @@ def _optimizer(spec: VariableSpec, info: dict[str, Any]) -> Optimizer:
     return opt
 
 
-def _restore_table(store: ParameterStore, name: str, spec: VariableSpec, info: dict[str, Any],
-                   data: Any, shard: int, num_shards: int) -> None:
+def _restore_table(
+    store: ParameterStore,
+    name: str,
+    spec: VariableSpec,
+    info: dict[str, Any],
+    data: Any,
+    shard: int,
+    num_shards: int,
+) -> None:
     table = store.get(name)
     if not isinstance(table, StoredTable):
-        table = StoredTable(name, spec, _optimizer(spec, info),
-                            Lifecycle(**info.get("lifecycle", {})))
+        table = StoredTable(
+            name, spec, _optimizer(spec, info), Lifecycle(**info.get("lifecycle", {}))
+        )
         store.put(name, table)
     ids = data[f"{name}/ids"]
     mine = sharding.shard_of_ids(ids, num_shards) == shard
@@ -230,19 +258,33 @@ def _restore_table(store: ParameterStore, name: str, spec: VariableSpec, info: d
             table.insert_rows(ids[mine], data[f"{name}/values"][mine], slots)
 
 
-def _restore_dense(store: ParameterStore, name: str, spec: VariableSpec, info: dict[str, Any],
-                   arrays: Any, create: bool) -> bool:
+def _restore_dense(
+    store: ParameterStore,
+    name: str,
+    spec: VariableSpec,
+    info: dict[str, Any],
+    arrays: Any,
+    create: bool,
+) -> bool:
     """Fill every dense entry overlapping this saved variable or part (by base rows)."""
     base, _, old_offset = info["part"] if "part" in info else (name, 0, 0)
-    targets = [e for e in store.entries() if isinstance(e, StoredVariable)
-               and (e.part.base if e.part else e.name) == base]
+    targets = [
+        e
+        for e in store.entries()
+        if isinstance(e, StoredVariable) and (e.part.base if e.part else e.name) == base
+    ]
     if not targets:
         if not create:
             return False
         values, slots = arrays()
-        entry = StoredVariable(name, spec, _optimizer(spec, info), values.copy(),
-                               {k: v.copy() for k, v in slots.items()},
-                               PartInfo(*info["part"]) if "part" in info else None)
+        entry = StoredVariable(
+            name,
+            spec,
+            _optimizer(spec, info),
+            values.copy(),
+            {k: v.copy() for k, v in slots.items()},
+            PartInfo(*info["part"]) if "part" in info else None,
+        )
         entry.version = int(info["version"])
         store.put(name, entry)
         return True

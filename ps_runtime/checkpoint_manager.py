@@ -39,8 +39,13 @@ class CheckpointManager:
         keep: how many committed checkpoints to keep.
     """
 
-    def __init__(self, strategy: Any, directory: str | None = None,
-                 every_seconds: float | None = None, keep: int = 3) -> None:
+    def __init__(
+        self,
+        strategy: Any,
+        directory: str | None = None,
+        every_seconds: float | None = None,
+        keep: int = 3,
+    ) -> None:
         self.strategy = strategy
         self.directory = directory or os.environ.get(DIR_ENV) or None
         if every_seconds is None:

@@ -71,8 +71,9 @@ class PushChunk:
     chunk: Chunk = field(default_factory=Chunk)
 
 
-def _chunk_header(offset: int, data_len: int, dtype: str = "",
-                  shape: tuple[int, ...] | list[int] = ()) -> bytes:
+def _chunk_header(
+    offset: int, data_len: int, dtype: str = "", shape: tuple[int, ...] | list[int] = ()
+) -> bytes:
     head = b""
     if dtype:
         head += _field(1, dtype.encode())
@@ -82,16 +83,22 @@ def _chunk_header(offset: int, data_len: int, dtype: str = "",
     return head + _varint(4 << 3 | 2) + _varint(data_len)
 
 
-def encode_chunk(data: np.ndarray, offset: int, dtype: str = "",
-                 shape: tuple[int, ...] | list[int] = ()) -> bytes:
+def encode_chunk(
+    data: np.ndarray, offset: int, dtype: str = "", shape: tuple[int, ...] | list[int] = ()
+) -> bytes:
     """Serialized TensorChunk holding the contiguous 1-D array `data` (one copy)."""
     view = data.data.cast("B")
     return b"".join((_chunk_header(offset, len(view), dtype, shape), view))
 
 
-def encode_push_chunk(data: np.ndarray, offset: int, name: str = "",
-                      origin: ps_pb2.PushOrigin | None = None, dtype: str = "",
-                      shape: tuple[int, ...] | list[int] = ()) -> bytes:
+def encode_push_chunk(
+    data: np.ndarray,
+    offset: int,
+    name: str = "",
+    origin: ps_pb2.PushOrigin | None = None,
+    dtype: str = "",
+    shape: tuple[int, ...] | list[int] = (),
+) -> bytes:
     """Serialized PushDenseChunk: name and origin (first message only) plus one chunk."""
     view = data.data.cast("B")
     inner = _chunk_header(offset, len(view), dtype, shape)
@@ -117,7 +124,7 @@ def _fields(buf: memoryview) -> list[tuple[int, int | memoryview]]:
             length, pos = _read_varint(buf, pos)
             if pos + length > len(buf):
                 raise ValueError("truncated field in a tensor chunk")
-            out.append((number, buf[pos:pos + length]))
+            out.append((number, buf[pos : pos + length]))
             pos += length
         else:
             raise ValueError(f"unexpected wire type {wire} in a tensor chunk")

@@ -22,11 +22,13 @@ def function_ref(fn: Callable[..., Any] | str) -> str:
     if not module or not qualname or "<" in qualname:
         raise ValueError(
             f"{fn!r} cannot run on a worker: closures are sent by reference, so define the "
-            "function at module level (no lambdas or nested functions)")
+            "function at module level (no lambdas or nested functions)"
+        )
     if module == "__main__":
         raise ValueError(
             f"{qualname} is defined in __main__, which workers cannot import; move it into "
-            "an importable module")
+            "an importable module"
+        )
     return f"{module}:{qualname}"
 
 

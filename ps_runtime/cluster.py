@@ -21,8 +21,12 @@ class ClusterResolver:
     TRAINHUB_JOB_TOKEN, as set by the agent or `python -m ps_runtime.launch`.
     """
 
-    def __init__(self, ps: Sequence[str] | None = None, workers: Sequence[str] | None = None,
-                 token: str | None = None) -> None:
+    def __init__(
+        self,
+        ps: Sequence[str] | None = None,
+        workers: Sequence[str] | None = None,
+        token: str | None = None,
+    ) -> None:
         if ps is None and workers is None:
             spec = _cluster_from_env()
             ps, workers = spec.get("ps", []), spec.get("worker", [])
@@ -43,8 +47,9 @@ class ClusterResolver:
         Raises:
             TimeoutError: naming each task still not serving after `timeout` seconds.
         """
-        pending = {a: role for role, addrs in (("ps", self.ps), ("worker", self.workers))
-                   for a in addrs}
+        pending = {
+            a: role for role, addrs in (("ps", self.ps), ("worker", self.workers)) for a in addrs
+        }
         deadline = time.monotonic() + timeout
         while pending:
             for address in list(pending):
@@ -56,14 +61,17 @@ class ClusterResolver:
                 missing = ", ".join(f"{role} at {a}" for a, role in pending.items())
                 raise TimeoutError(
                     f"not serving after {timeout:.0f}s: {missing}; check that those tasks "
-                    "started, listen on that address and share TRAINHUB_JOB_TOKEN")
+                    "started, listen on that address and share TRAINHUB_JOB_TOKEN"
+                )
             time.sleep(poll)
-
 
     def unavailable_ps(self, timeout: float = 1.0) -> list[tuple[int, str]]:
         """(shard index, address) of every PS that does not answer its health check."""
-        return [(i, a) for i, a in enumerate(self.ps)
-                if not rpc.check_health(a, self.token, timeout=timeout)]
+        return [
+            (i, a)
+            for i, a in enumerate(self.ps)
+            if not rpc.check_health(a, self.token, timeout=timeout)
+        ]
 
 
 def _cluster_from_env() -> dict[str, Any]:
@@ -71,14 +79,16 @@ def _cluster_from_env() -> dict[str, Any]:
     if not raw:
         raise RuntimeError(
             f"{CLUSTER_ENV} is not set: pass addresses to ClusterResolver(ps=[...], "
-            "workers=[...], token=...) or run under the agent or `python -m ps_runtime.launch`")
+            "workers=[...], token=...) or run under the agent or `python -m ps_runtime.launch`"
+        )
     try:
         spec = json.loads(raw)
     except json.JSONDecodeError as e:
         raise RuntimeError(f"{CLUSTER_ENV} is not valid JSON: {e}") from None
     if not isinstance(spec, dict):
-        raise RuntimeError(f'{CLUSTER_ENV} must be a JSON object like {{"ps": [...], '
-                           '"worker": [...]}}')
+        raise RuntimeError(
+            f'{CLUSTER_ENV} must be a JSON object like {{"ps": [...], "worker": [...]}}}}'
+        )
     return spec
 
 
@@ -88,8 +98,13 @@ class LocalCluster:
     For tests and notebooks; `python -m ps_runtime.launch` runs real processes.
     """
 
-    def __init__(self, num_ps: int = 1, num_workers: int = 1, token: str | None = None,
-                 checkpoint_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        num_ps: int = 1,
+        num_workers: int = 1,
+        token: str | None = None,
+        checkpoint_dir: str | None = None,
+    ) -> None:
         from ps_runtime.ps_server import create_ps_server
         from ps_runtime.worker_server import create_worker_server
 
@@ -97,8 +112,9 @@ class LocalCluster:
         self._servers: list[Any] = []
         ps, workers = [], []
         for i in range(num_ps):
-            server, port = create_ps_server(token=self.token, shard_index=i,
-                                            checkpoint_dir=checkpoint_dir)
+            server, port = create_ps_server(
+                token=self.token, shard_index=i, checkpoint_dir=checkpoint_dir
+            )
             self._servers.append(server)
             ps.append(f"127.0.0.1:{port}")
         for _ in range(num_workers):

@@ -37,8 +37,12 @@ def validate(name: str, params: Mapping[str, float]) -> None:
     """Raise ValueError with a fix hint if the initializer spec is not usable."""
     if name not in INITIALIZERS:
         raise ValueError(f"unknown initializer {name!r}; choose one of {list(INITIALIZERS)}")
-    allowed = {"zeros": set(), "constant": {"value"}, "uniform": {"minval", "maxval", "seed"},
-               "normal": {"mean", "stddev", "seed"}}[name]
+    allowed = {
+        "zeros": set(),
+        "constant": {"value"},
+        "uniform": {"minval", "maxval", "seed"},
+        "normal": {"mean", "stddev", "seed"},
+    }[name]
     unknown = set(params) - allowed
     if unknown:
         raise ValueError(f"initializer {name!r} takes {sorted(allowed)}, not {sorted(unknown)}")
@@ -61,17 +65,20 @@ def initial_values(
     out = np.empty((n, row_size), dtype=dtype)
     step = max(1, _SLICE_ELEMENTS // max(row_size, 1))  # bounds the float64 temporaries
     for start in range(0, n, step):
-        ids = row_ids[start:start + step]
+        ids = row_ids[start : start + step]
         # One key per element: row id * row_size + column (wraps harmlessly for huge ids).
         with np.errstate(over="ignore"):
-            keys = (ids.astype(np.uint64)[:, None] * np.uint64(row_size)
-                    + np.arange(row_size, dtype=np.uint64)[None, :])
-        out[start:start + step] = _from_keys(name, params, keys, dtype)
+            keys = (
+                ids.astype(np.uint64)[:, None] * np.uint64(row_size)
+                + np.arange(row_size, dtype=np.uint64)[None, :]
+            )
+        out[start : start + step] = _from_keys(name, params, keys, dtype)
     return out
 
 
-def _from_keys(name: str, params: Mapping[str, float], keys: np.ndarray,
-               dtype: np.dtype) -> np.ndarray:
+def _from_keys(
+    name: str, params: Mapping[str, float], keys: np.ndarray, dtype: np.dtype
+) -> np.ndarray:
     seed = int(params.get("seed", 0))
     u1 = _uniform01(keys, seed, 0)
     if name == "uniform":
@@ -83,7 +90,10 @@ def _from_keys(name: str, params: Mapping[str, float], keys: np.ndarray,
 
 
 def dense_initial_value(
-    name: str, params: Mapping[str, float], shape: tuple[int, ...], dtype: np.dtype,
+    name: str,
+    params: Mapping[str, float],
+    shape: tuple[int, ...],
+    dtype: np.dtype,
     offset: int = 0,
 ) -> np.ndarray:
     """Return the initial value of a dense variable of `shape`.

@@ -88,11 +88,19 @@ def _pump(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) ->
 class LocalJob:
     """The processes of one locally launched job."""
 
-    def __init__(self, entrypoint: str, kwargs: dict[str, Any], num_ps: int, num_workers: int,
-                 checkpoint_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        entrypoint: str,
+        kwargs: dict[str, Any],
+        num_ps: int,
+        num_workers: int,
+        checkpoint_dir: str | None = None,
+    ) -> None:
         ports = free_ports(num_ps + num_workers)
-        self.cluster = {"ps": [f"{HOST}:{p}" for p in ports[:num_ps]],
-                        "worker": [f"{HOST}:{p}" for p in ports[num_ps:]]}
+        self.cluster = {
+            "ps": [f"{HOST}:{p}" for p in ports[:num_ps]],
+            "worker": [f"{HOST}:{p}" for p in ports[num_ps:]],
+        }
         self.token = secrets.token_urlsafe(24)
         self.entrypoint = entrypoint
         self.kwargs = kwargs
@@ -104,12 +112,17 @@ class LocalJob:
     def _env(self, role: str, index: int) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("TRAINHUB_METRICS_FD", None)  # children report to their stdout
-        env.update({
-            "TRAINHUB_JOB_ID": "local", "TRAINHUB_TASK_ID": f"{role}-{index}",
-            "TRAINHUB_ROLE": role, "TRAINHUB_TASK_INDEX": str(index),
-            "TRAINHUB_CLUSTER": json.dumps(self.cluster), "TRAINHUB_JOB_TOKEN": self.token,
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "TRAINHUB_JOB_ID": "local",
+                "TRAINHUB_TASK_ID": f"{role}-{index}",
+                "TRAINHUB_ROLE": role,
+                "TRAINHUB_TASK_INDEX": str(index),
+                "TRAINHUB_CLUSTER": json.dumps(self.cluster),
+                "TRAINHUB_JOB_TOKEN": self.token,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         if role == "coordinator":
             env["TRAINHUB_ENTRYPOINT"] = self.entrypoint
             env["TRAINHUB_ARGS"] = json.dumps(self.kwargs)
@@ -121,18 +134,22 @@ class LocalJob:
         return env
 
     def _start(self, role: str, index: int) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sys.executable, "-m", "ps_runtime.task"],
-                                env=self._env(role, index), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ps_runtime.task"],
+            env=self._env(role, index),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         address = "-" if role == "coordinator" else self._env(role, index)["TRAINHUB_BIND"]
         with self._out_lock:
-            print(f"started role={role} index={index} pid={proc.pid} address={address}",
-                  flush=True)
+            print(f"started role={role} index={index} pid={proc.pid} address={address}", flush=True)
         prefix = f"[{role}{index}]"
         for stream, out in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
             assert stream is not None
-            t = threading.Thread(target=_pump, args=(stream, prefix, out, self._out_lock),
-                                 daemon=True)
+            t = threading.Thread(
+                target=_pump, args=(stream, prefix, out, self._out_lock), daemon=True
+            )
             t.start()
             self._pumps.append(t)
         self.procs.append((role, index, proc))
@@ -171,9 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     entry_argv: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, entry_argv = argv[:cut], argv[cut + 1:]
-    parser = argparse.ArgumentParser(prog="python -m ps_runtime.launch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+        argv, entry_argv = argv[:cut], argv[cut + 1 :]
+    parser = argparse.ArgumentParser(
+        prog="python -m ps_runtime.launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--ps", type=int, default=1, help="number of PS shards (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="number of workers (default 1)")
     parser.add_argument("--checkpoint-dir", help="TRAINHUB_CHECKPOINT_DIR for every task")
@@ -183,8 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--ps and --workers must be at least 1")
     if ":" not in args.entrypoint:
         parser.error(f"entrypoint {args.entrypoint!r} must look like package.module:function")
-    job = LocalJob(args.entrypoint, parse_entry_args(entry_argv), args.ps, args.workers,
-                   args.checkpoint_dir)
+    job = LocalJob(
+        args.entrypoint, parse_entry_args(entry_argv), args.ps, args.workers, args.checkpoint_dir
+    )
 
     def on_signal(signum: int, frame: Any) -> None:
         job.stop()

@@ -182,8 +182,7 @@ class Adam(Optimizer):
         v += (1 - b2) * grad * grad
         t = np.asarray(step, dtype=np.float64)
         lr_t = self.params["learning_rate"] * np.sqrt(1 - b2**t) / (1 - b1**t)
-        param -= (lr_t * m / (np.sqrt(v) + self.params["epsilon"])).astype(param.dtype,
-                                                                              copy=False)
+        param -= (lr_t * m / (np.sqrt(v) + self.params["epsilon"])).astype(param.dtype, copy=False)
 
 
 class FTRL(Optimizer):
@@ -195,8 +194,13 @@ class FTRL(Optimizer):
 
     name = "ftrl"
     slot_names = ("accumulator", "linear")
-    defaults = {"learning_rate": 0.05, "learning_rate_power": -0.5,
-                "initial_accumulator": 0.1, "l1": 0.0, "l2": 0.0}
+    defaults = {
+        "learning_rate": 0.05,
+        "learning_rate_power": -0.5,
+        "initial_accumulator": 0.1,
+        "l1": 0.0,
+        "l2": 0.0,
+    }
 
     def slot_initial_value(self, slot: str) -> float:
         return self.params["initial_accumulator"] if slot == "accumulator" else 0.0

@@ -35,8 +35,9 @@ PUSH_ATTEMPTS = 3
 class PendingRows:
     """Rows being pulled; `result()` waits and assembles them in request order."""
 
-    def __init__(self, parts: list[tuple[np.ndarray, Any]], out: np.ndarray,
-                 inverse: np.ndarray | None) -> None:
+    def __init__(
+        self, parts: list[tuple[np.ndarray, Any]], out: np.ndarray, inverse: np.ndarray | None
+    ) -> None:
         self._parts = parts
         self._out = out
         self._inverse = inverse
@@ -87,8 +88,13 @@ class PendingPush:
 class PSClient:
     """One channel per PS shard; table calls fan out to the owning shards concurrently."""
 
-    def __init__(self, addresses: Sequence[str], token: str, timeout: float | None = 120.0,
-                 chunk_bytes: int = rpc.DEFAULT_CHUNK_BYTES):
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        token: str,
+        timeout: float | None = 120.0,
+        chunk_bytes: int = rpc.DEFAULT_CHUNK_BYTES,
+    ):
         if not addresses:
             raise ValueError("no PS addresses: the cluster needs at least one 'ps' task")
         self.addresses = tuple(addresses)
@@ -98,16 +104,26 @@ class PSClient:
         self._channels = [rpc.create_channel(a) for a in self.addresses]
         self._stubs = [ps_pb2_grpc.ParameterServerStub(c) for c in self._channels]
         # The bulk streams bypass the generated message classes (see `chunks`).
-        self._pull_streams = [c.unary_stream(
-            f"{_SERVICE}/PullDenseStream",
-            request_serializer=ps_pb2.PullDenseRequest.SerializeToString,
-            response_deserializer=chunks.decode_chunk) for c in self._channels]
-        self._push_streams = [c.stream_unary(
-            f"{_SERVICE}/PushDenseStream", request_serializer=None,
-            response_deserializer=ps_pb2.PushResponse.FromString) for c in self._channels]
+        self._pull_streams = [
+            c.unary_stream(
+                f"{_SERVICE}/PullDenseStream",
+                request_serializer=ps_pb2.PullDenseRequest.SerializeToString,
+                response_deserializer=chunks.decode_chunk,
+            )
+            for c in self._channels
+        ]
+        self._push_streams = [
+            c.stream_unary(
+                f"{_SERVICE}/PushDenseStream",
+                request_serializer=None,
+                response_deserializer=ps_pb2.PushResponse.FromString,
+            )
+            for c in self._channels
+        ]
         rpc.tune_allocator()
-        self._pool = ThreadPoolExecutor(max_workers=2 * len(self.addresses) + 2,
-                                        thread_name_prefix="ps-client")
+        self._pool = ThreadPoolExecutor(
+            max_workers=2 * len(self.addresses) + 2, thread_name_prefix="ps-client"
+        )
         # Origin of this client's pushes: a retransmitted push is applied once.
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.incarnation = time.time_ns()
@@ -130,57 +146,81 @@ class PSClient:
         return {"metadata": self._metadata, "timeout": self.timeout}
 
     def _origin(self) -> ps_pb2.PushOrigin:
-        return ps_pb2.PushOrigin(worker=self.worker_id, incarnation=self.incarnation,
-                                 sequence=next(self._sequence))
+        return ps_pb2.PushOrigin(
+            worker=self.worker_id, incarnation=self.incarnation, sequence=next(self._sequence)
+        )
 
     # ------------------------------------------------------------- creation
 
-    def create_variable(self, shard: int, name: str, shape: Sequence[int], dtype: Any,
-                        initializer: Spec, optimizer: Spec,
-                        initial_value: np.ndarray | None = None,
-                        part: tuple[str, int, int] | None = None) -> bool:
+    def create_variable(
+        self,
+        shard: int,
+        name: str,
+        shape: Sequence[int],
+        dtype: Any,
+        initializer: Spec,
+        optimizer: Spec,
+        initial_value: np.ndarray | None = None,
+        part: tuple[str, int, int] | None = None,
+    ) -> bool:
         """Create a dense variable (or one part: base, base_rows, row_offset) on `shard`."""
         req = ps_pb2.CreateVariableRequest(
-            name=name, shape=list(shape), dtype=wire_dtype(dtype),
+            name=name,
+            shape=list(shape),
+            dtype=wire_dtype(dtype),
             initializer=encode_spec(initializer[0], dict(initializer[1])),
-            optimizer=encode_spec(optimizer[0], dict(optimizer[1])))
+            optimizer=encode_spec(optimizer[0], dict(optimizer[1])),
+        )
         if part is not None:
             req.base, req.base_rows, req.row_offset = part
         if initial_value is not None:
             req.initial_value.CopyFrom(encode_tensor(initial_value))
         return bool(self._stubs[shard].CreateVariable(req, **self._kw()).created)
 
-    def create_table(self, name: str, dim: int, dtype: Any, initializer: Spec,
-                     optimizer: Spec, admit_after: int = 0, evict_after_steps: int = 0,
-                     max_rows: int = 0, expected_rows: int = 0) -> bool:
+    def create_table(
+        self,
+        name: str,
+        dim: int,
+        dtype: Any,
+        initializer: Spec,
+        optimizer: Spec,
+        admit_after: int = 0,
+        evict_after_steps: int = 0,
+        max_rows: int = 0,
+        expected_rows: int = 0,
+    ) -> bool:
         """Create a table's part on every shard; return True if any shard created it.
 
         `max_rows` and `expected_rows` are per shard.
         """
         req = ps_pb2.CreateTableRequest(
-            name=name, dim=dim, dtype=wire_dtype(dtype),
+            name=name,
+            dim=dim,
+            dtype=wire_dtype(dtype),
             initializer=encode_spec(initializer[0], dict(initializer[1])),
             optimizer=encode_spec(optimizer[0], dict(optimizer[1])),
-            lifecycle=ps_pb2.TableLifecycle(admit_after=admit_after,
-                                            evict_after_steps=evict_after_steps,
-                                            max_rows=max_rows),
-            expected_rows=expected_rows, num_shards=self.num_shards)
+            lifecycle=ps_pb2.TableLifecycle(
+                admit_after=admit_after, evict_after_steps=evict_after_steps, max_rows=max_rows
+            ),
+            expected_rows=expected_rows,
+            num_shards=self.num_shards,
+        )
         futures = [s.CreateTable.future(req, **self._kw()) for s in self._stubs]
         created = [f.result().created for f in futures]  # wait for every shard
         return any(created)
 
     # ---------------------------------------------------------------- dense
 
-    def pull_dense(self, shard: int, name: str, nbytes: int = 0,
-                   out: np.ndarray | None = None) -> np.ndarray:
+    def pull_dense(
+        self, shard: int, name: str, nbytes: int = 0, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Current value of a dense variable; streamed in chunks when `nbytes` is large.
 
         `out` (C-contiguous, right shape and dtype) receives the value without a fresh
         allocation, which for tens of MiB saves the page faults of new memory.
         """
         if nbytes <= self.chunk_bytes:
-            reply = self._stubs[shard].PullDense(ps_pb2.PullDenseRequest(name=name),
-                                                 **self._kw())
+            reply = self._stubs[shard].PullDense(ps_pb2.PullDenseRequest(name=name), **self._kw())
             value = decode_tensor(reply)
             if out is None:
                 return value
@@ -190,7 +230,8 @@ class PSClient:
 
     def _pull_stream(self, shard: int, name: str, out: np.ndarray | None = None) -> np.ndarray:
         stream = self._pull_streams[shard](
-            ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw())
+            ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw()
+        )
         flat: np.ndarray | None = None
         filled = 0
         for chunk in stream:
@@ -200,22 +241,30 @@ class PSClient:
                 if out is None:
                     out = np.empty(shape, dtype=dtype)
                 elif out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
-                    raise ValueError(f"out must be a C-contiguous {dtype} array of shape "
-                                     f"{shape}, got {out.dtype} {out.shape}")
+                    raise ValueError(
+                        f"out must be a C-contiguous {dtype} array of shape "
+                        f"{shape}, got {out.dtype} {out.shape}"
+                    )
                 flat = out.reshape(-1)
             filled += decode_chunk_into(chunk, flat)
         if out is None or flat is None or filled != flat.size:
             raise RuntimeError(f"pull stream of {name!r} ended after {filled} elements")
         return out
 
-    def pull_dense_async(self, shard: int, name: str, nbytes: int = 0,
-                         out: np.ndarray | None = None) -> PendingDense:
+    def pull_dense_async(
+        self, shard: int, name: str, nbytes: int = 0, out: np.ndarray | None = None
+    ) -> PendingDense:
         """`pull_dense` in the background (a gRPC future when small, else a stream thread)."""
         if nbytes <= self.chunk_bytes and out is None:
-            return PendingDense(self._stubs[shard].PullDense.future(
-                ps_pb2.PullDenseRequest(name=name), **self._kw()), decode=True)
-        return PendingDense(self._pool.submit(self.pull_dense, shard, name, nbytes, out),
-                            decode=False)
+            return PendingDense(
+                self._stubs[shard].PullDense.future(
+                    ps_pb2.PullDenseRequest(name=name), **self._kw()
+                ),
+                decode=True,
+            )
+        return PendingDense(
+            self._pool.submit(self.pull_dense, shard, name, nbytes, out), decode=False
+        )
 
     def push_dense(self, shard: int, name: str, grad: np.ndarray) -> int:
         """Apply a gradient to a dense variable; return its new version (0 if a duplicate)."""
@@ -224,26 +273,31 @@ class PSClient:
         for attempt in range(1, PUSH_ATTEMPTS + 1):
             try:
                 if grad.nbytes <= self.chunk_bytes:
-                    req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad),
-                                                  origin=origin)
+                    req = ps_pb2.PushDenseRequest(
+                        name=name, grad=encode_tensor(grad), origin=origin
+                    )
                     return int(self._stubs[shard].PushDenseGrad(req, **self._kw()).version)
-                return int(self._push_streams[shard](
-                    self._push_chunks(name, origin, grad), **self._kw()).version)
+                return int(
+                    self._push_streams[shard](
+                        self._push_chunks(name, origin, grad), **self._kw()
+                    ).version
+                )
             except grpc.RpcError as e:
                 if e.code() not in _RETRYABLE or attempt == PUSH_ATTEMPTS:
                     raise
                 time.sleep(0.1 * attempt)
         raise AssertionError("unreachable")
 
-    def _push_chunks(self, name: str, origin: ps_pb2.PushOrigin,
-                     grad: np.ndarray) -> Iterator[bytes]:
+    def _push_chunks(
+        self, name: str, origin: ps_pb2.PushOrigin, grad: np.ndarray
+    ) -> Iterator[bytes]:
         flat = grad.reshape(-1)
         dtype = wire_dtype(flat.dtype)
         if flat.dtype.str != dtype:
             flat = flat.astype(dtype)
         step = max(1, self.chunk_bytes // flat.dtype.itemsize)
         for start in range(0, max(flat.size, 1), step):
-            piece = flat[start:start + step]
+            piece = flat[start : start + step]
             if start == 0:
                 yield chunks.encode_push_chunk(piece, 0, name, origin, dtype, grad.shape)
             else:
@@ -261,11 +315,12 @@ class PSClient:
         groups = []
         for s, pos in enumerate(sharding.split_by_shard(ids, self.num_shards)):
             for start in range(0, len(pos), per_message):
-                groups.append((s, pos[start:start + per_message]))
+                groups.append((s, pos[start : start + per_message]))
         return groups
 
-    def pull_rows_async(self, name: str, ids: np.ndarray, dim: int, dtype: Any,
-                        unique: bool = False) -> PendingRows:
+    def pull_rows_async(
+        self, name: str, ids: np.ndarray, dim: int, dtype: Any, unique: bool = False
+    ) -> PendingRows:
         """Start pulling the rows of `ids`; each unique id is fetched once from its shard.
 
         With `unique=True` the ids are taken as already unique and rows come back in
@@ -279,8 +334,12 @@ class PSClient:
             uniq, inverse = d.unique, d.inverse
         out = np.empty((len(uniq), dim), dtype=dtype)
         parts = [
-            (pos, self._stubs[s].PullRows.future(
-                ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])), **self._kw()))
+            (
+                pos,
+                self._stubs[s].PullRows.future(
+                    ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])), **self._kw()
+                ),
+            )
             for s, pos in self._row_groups(uniq, dim * out.dtype.itemsize)
         ]
         return PendingRows(parts, out, inverse)
@@ -289,8 +348,9 @@ class PSClient:
         """Rows of `ids` ([len(ids), dim])."""
         return self.pull_rows_async(name, ids, dim, dtype).result()
 
-    def push_rows_async(self, name: str, ids: np.ndarray, grads: np.ndarray,
-                        unique: bool = False) -> PendingPush:
+    def push_rows_async(
+        self, name: str, ids: np.ndarray, grads: np.ndarray, unique: bool = False
+    ) -> PendingPush:
         """Start pushing row gradients; duplicates are summed first unless `unique`."""
         if unique:
             uniq = np.asarray(ids, dtype=np.int64).reshape(-1)
@@ -301,8 +361,12 @@ class PSClient:
         calls = []
         row_bytes = summed[0].nbytes if len(summed) else 8
         for s, pos in self._row_groups(uniq, row_bytes):
-            req = ps_pb2.PushRowsRequest(name=name, ids=encode_tensor(uniq[pos]),
-                                         grads=encode_tensor(summed[pos]), origin=origin)
+            req = ps_pb2.PushRowsRequest(
+                name=name,
+                ids=encode_tensor(uniq[pos]),
+                grads=encode_tensor(summed[pos]),
+                origin=origin,
+            )
             method = self._stubs[s].PushRowGrads
             calls.append((method, req, method.future(req, **self._kw())))
         return PendingPush(calls, self._kw())
@@ -311,8 +375,9 @@ class PSClient:
         """Sum gradients of duplicate ids, then push each shard's rows concurrently."""
         self.push_rows_async(name, ids, grads).result()
 
-    def accumulate_rows(self, name: str, ids: np.ndarray, grads: np.ndarray,
-                        steps: int) -> PendingPush | None:
+    def accumulate_rows(
+        self, name: str, ids: np.ndarray, grads: np.ndarray, steps: int
+    ) -> PendingPush | None:
         """Delayed model updating: keep gradients locally, push every `steps` calls."""
         with self._lock:
             count, id_parts, grad_parts = self._accumulated.get(name, (0, [], []))
@@ -323,8 +388,7 @@ class PSClient:
                 self._accumulated[name] = (count, id_parts, grad_parts)
                 return None
             self._accumulated.pop(name, None)
-        return self.push_rows_async(name, np.concatenate(id_parts),
-                                    np.concatenate(grad_parts))
+        return self.push_rows_async(name, np.concatenate(id_parts), np.concatenate(grad_parts))
 
     def flush_accumulated(self) -> None:
         """Push every table's accumulated gradients now."""
@@ -335,11 +399,11 @@ class PSClient:
 
     # ------------------------------------------------------------ management
 
-    def set_hyperparams(self, params: Mapping[str, float],
-                        names: Sequence[str] = ()) -> int:
+    def set_hyperparams(self, params: Mapping[str, float], names: Sequence[str] = ()) -> int:
         """Change optimizer hyperparameters (e.g. learning_rate) on every shard, live."""
-        req = ps_pb2.SetHyperparamsRequest(names=list(names),
-                                           params={k: float(v) for k, v in params.items()})
+        req = ps_pb2.SetHyperparamsRequest(
+            names=list(names), params={k: float(v) for k, v in params.items()}
+        )
         futures = [s.SetHyperparams.future(req, **self._kw()) for s in self._stubs]
         return sum(f.result().changed for f in futures)
 
@@ -354,8 +418,7 @@ class PSClient:
         Only a committed checkpoint (all shards written) is ever restored; `keep` > 0
         deletes all but the newest `keep` committed checkpoints.
         """
-        req = ps_pb2.CheckpointRequest(name=name, step=step, num_shards=self.num_shards,
-                                       keep=keep)
+        req = ps_pb2.CheckpointRequest(name=name, step=step, num_shards=self.num_shards, keep=keep)
         futures = [s.SaveCheckpoint.future(req, **self._kw()) for s in self._stubs]
         paths = [f.result().path for f in futures]
         self._stubs[0].CommitCheckpoint(req, **self._kw())

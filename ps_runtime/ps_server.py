@@ -87,8 +87,9 @@ class ServerStats:
 class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
     """Serves a ParameterStore; one instance per PS shard."""
 
-    def __init__(self, store: ParameterStore, shard_index: int = 0,
-                 checkpoint_dir: str | None = None) -> None:
+    def __init__(
+        self, store: ParameterStore, shard_index: int = 0, checkpoint_dir: str | None = None
+    ) -> None:
         self.store = store
         self.shard_index = shard_index
         self.checkpoint_dir = checkpoint_dir
@@ -98,30 +99,51 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
 
     def CreateVariable(self, request: Any, context: grpc.ServicerContext) -> Any:
         def run() -> Any:
-            spec = make_spec("dense", tuple(request.shape), request.dtype or "float32",
-                             request.initializer.name or "zeros", dict(request.initializer.params),
-                             request.optimizer.name or "sgd", dict(request.optimizer.params))
-            initial = decode_tensor(request.initial_value) if request.HasField(
-                "initial_value") else None
-            part = PartInfo(request.base, request.base_rows, request.row_offset) \
-                if request.base else None
-            return ps_pb2.CreateResponse(created=self.store.create_dense(request.name, spec,
-                                                                         initial, part))
+            spec = make_spec(
+                "dense",
+                tuple(request.shape),
+                request.dtype or "float32",
+                request.initializer.name or "zeros",
+                dict(request.initializer.params),
+                request.optimizer.name or "sgd",
+                dict(request.optimizer.params),
+            )
+            initial = (
+                decode_tensor(request.initial_value) if request.HasField("initial_value") else None
+            )
+            part = (
+                PartInfo(request.base, request.base_rows, request.row_offset)
+                if request.base
+                else None
+            )
+            return ps_pb2.CreateResponse(
+                created=self.store.create_dense(request.name, spec, initial, part)
+            )
+
         self.stats.request(bytes_in=len(request.initial_value.data))
         return _call(context, run)
 
     def CreateTable(self, request: Any, context: grpc.ServicerContext) -> Any:
         def run() -> Any:
-            spec = make_spec("table", (request.dim,), request.dtype or "float32",
-                             request.initializer.name or "zeros", dict(request.initializer.params),
-                             request.optimizer.name or "sgd", dict(request.optimizer.params))
+            spec = make_spec(
+                "table",
+                (request.dim,),
+                request.dtype or "float32",
+                request.initializer.name or "zeros",
+                dict(request.initializer.params),
+                request.optimizer.name or "sgd",
+                dict(request.optimizer.params),
+            )
             lc = request.lifecycle
             if min(lc.admit_after, lc.evict_after_steps, lc.max_rows) < 0:
                 raise ValueError("lifecycle settings must be >= 0 (0 turns one off)")
-            lifecycle = Lifecycle(int(lc.admit_after), int(lc.evict_after_steps),
-                                  int(lc.max_rows))
-            return ps_pb2.CreateResponse(created=self.store.create_table(
-                request.name, spec, lifecycle, int(request.expected_rows)))
+            lifecycle = Lifecycle(int(lc.admit_after), int(lc.evict_after_steps), int(lc.max_rows))
+            return ps_pb2.CreateResponse(
+                created=self.store.create_table(
+                    request.name, spec, lifecycle, int(request.expected_rows)
+                )
+            )
+
         self.stats.request()
         return _call(context, run)
 
@@ -148,17 +170,24 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
 
     def PushDenseGrad(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request(bytes_in=len(request.grad.data))
-        return _call(context, lambda: self._apply_once(
-            request.origin, request.name,
-            lambda: self.store.dense(request.name).push(decode_tensor(request.grad))))
+        return _call(
+            context,
+            lambda: self._apply_once(
+                request.origin,
+                request.name,
+                lambda: self.store.dense(request.name).push(decode_tensor(request.grad)),
+            ),
+        )
 
     def PullDenseStream(self, request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
         """Serialized TensorChunks (see `chunks`): one copy from the live array per chunk."""
         var = _call(context, lambda: self.store.dense(request.name))
         chunk_bytes = int(request.chunk_bytes) or rpc.DEFAULT_CHUNK_BYTES
         if not 0 < chunk_bytes <= rpc.MAX_MESSAGE_BYTES // 2:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"chunk_bytes must be in (0, {rpc.MAX_MESSAGE_BYTES // 2}]")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"chunk_bytes must be in (0, {rpc.MAX_MESSAGE_BYTES // 2}]",
+            )
         dtype, shape = var.values.dtype.str, var.values.shape
         elements = max(1, chunk_bytes // var.values.dtype.itemsize)
         sent = 0
@@ -172,8 +201,9 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             yield message
         self.stats.request(bytes_out=sent)
 
-    def PushDenseStream(self, request_iterator: Iterator[chunks.PushChunk],
-                        context: grpc.ServicerContext) -> Any:
+    def PushDenseStream(
+        self, request_iterator: Iterator[chunks.PushChunk], context: grpc.ServicerContext
+    ) -> Any:
         """Apply a streamed gradient chunk by chunk as it arrives.
 
         Applying while later chunks are still on the wire overlaps the update with the
@@ -186,8 +216,7 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty push stream")
         assert first is not None
         var = _call(context, lambda: self.store.dense(first.name))
-        origin = (first.origin.worker, first.origin.incarnation, first.origin.sequence,
-                  first.name)
+        origin = (first.origin.worker, first.origin.incarnation, first.origin.sequence, first.name)
         received = 0
 
         def apply() -> Any:
@@ -208,8 +237,9 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
                 received += len(m.chunk.data)
                 covered += len(piece)
             if covered != size:
-                raise ValueError(f"push stream for {first.name!r} carried {covered} of its "
-                                 f"{size} elements")
+                raise ValueError(
+                    f"push stream for {first.name!r} carried {covered} of its {size} elements"
+                )
             self.stats.update(time.perf_counter() - started)
             return ps_pb2.PushResponse(version=step)
 
@@ -221,24 +251,35 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
     # ---------------------------------------------------------------- tables
 
     def PullRows(self, request: Any, context: grpc.ServicerContext) -> Any:
-        reply = _call(context, lambda: encode_tensor(
-            self.store.table(request.name).pull(_ids(request.ids))))
+        reply = _call(
+            context, lambda: encode_tensor(self.store.table(request.name).pull(_ids(request.ids)))
+        )
         self.stats.request(bytes_in=len(request.ids.data), bytes_out=len(reply.data))
         return reply
 
     def PushRowGrads(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request(bytes_in=len(request.ids.data) + len(request.grads.data))
-        return _call(context, lambda: self._apply_once(
-            request.origin, request.name,
-            lambda: self.store.table(request.name).push(_ids(request.ids),
-                                                        decode_tensor(request.grads))))
+        return _call(
+            context,
+            lambda: self._apply_once(
+                request.origin,
+                request.name,
+                lambda: self.store.table(request.name).push(
+                    _ids(request.ids), decode_tensor(request.grads)
+                ),
+            ),
+        )
 
     # ------------------------------------------------------------ management
 
     def SetHyperparams(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request()
-        return _call(context, lambda: ps_pb2.SetHyperparamsResponse(
-            changed=self.store.set_hyperparams(list(request.names), dict(request.params))))
+        return _call(
+            context,
+            lambda: ps_pb2.SetHyperparamsResponse(
+                changed=self.store.set_hyperparams(list(request.names), dict(request.params))
+            ),
+        )
 
     def Stats(self, request: Any, context: grpc.ServicerContext) -> Any:
         s = self.stats
@@ -248,16 +289,29 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             if isinstance(e, StoredTable):
                 parameters += e.size * e.dim
                 c = e.counters
-                out.variables.add(name=e.name, kind="table", shape=[e.size, e.dim],
-                                  bytes=e.nbytes(), pulls=c.pulls, pushes=c.pushes,
-                                  optimizer=e.optimizer.name, rows_evicted=c.evicted,
-                                  rows_pending_admission=e.pending_admission,
-                                  grads_dropped=c.dropped)
+                out.variables.add(
+                    name=e.name,
+                    kind="table",
+                    shape=[e.size, e.dim],
+                    bytes=e.nbytes(),
+                    pulls=c.pulls,
+                    pushes=c.pushes,
+                    optimizer=e.optimizer.name,
+                    rows_evicted=c.evicted,
+                    rows_pending_admission=e.pending_admission,
+                    grads_dropped=c.dropped,
+                )
             else:
                 parameters += e.values.size
-                out.variables.add(name=e.name, kind="dense", shape=list(e.spec.shape),
-                                  bytes=e.nbytes(), pulls=e.pulls, pushes=e.pushes,
-                                  optimizer=e.optimizer.name)
+                out.variables.add(
+                    name=e.name,
+                    kind="dense",
+                    shape=list(e.spec.shape),
+                    bytes=e.nbytes(),
+                    pulls=e.pulls,
+                    pushes=e.pushes,
+                    optimizer=e.optimizer.name,
+                )
         out.parameters = parameters
         out.bytes_in, out.bytes_out, out.requests = s.bytes_in, s.bytes_out, s.requests
         out.requests_per_sec = s.rate()
@@ -268,16 +322,20 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
 
     def _checkpoint_root(self, context: grpc.ServicerContext) -> str:
         if not self.checkpoint_dir:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                          "this PS has no checkpoint directory; start it with "
-                          "TRAINHUB_CHECKPOINT_DIR (or launch --checkpoint-dir)")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "this PS has no checkpoint directory; start it with "
+                "TRAINHUB_CHECKPOINT_DIR (or launch --checkpoint-dir)",
+            )
         return str(self.checkpoint_dir)
 
     def _checkpoint_path(self, name: str, context: grpc.ServicerContext) -> str:
         root = self._checkpoint_root(context)
         if not _CHECKPOINT_NAME.match(name):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"checkpoint name {name!r} must match {_CHECKPOINT_NAME.pattern}")
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"checkpoint name {name!r} must match {_CHECKPOINT_NAME.pattern}",
+            )
         return os.path.join(root, name)
 
     def _num_shards(self, request: Any) -> int:
@@ -285,15 +343,20 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
 
     def SaveCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
         directory = self._checkpoint_path(request.name, context)
-        path, count = checkpoint.save_shard(self.store, directory, self.shard_index,
-                                            self._num_shards(request), int(request.step))
+        path, count = checkpoint.save_shard(
+            self.store, directory, self.shard_index, self._num_shards(request), int(request.step)
+        )
         log.info("saved %d variables to %s", count, path)
         return ps_pb2.CheckpointResponse(path=path, variables=count)
 
     def CommitCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
         directory = self._checkpoint_path(request.name, context)
-        path = _call(context, lambda: checkpoint.commit(
-            directory, int(request.step), self._num_shards(request), int(request.keep)))
+        path = _call(
+            context,
+            lambda: checkpoint.commit(
+                directory, int(request.step), self._num_shards(request), int(request.keep)
+            ),
+        )
         return ps_pb2.CheckpointResponse(path=path)
 
     def RestoreCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -302,11 +365,17 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
         else:
             found = checkpoint.latest(self._checkpoint_root(context))
             if found is None:
-                context.abort(grpc.StatusCode.NOT_FOUND,
-                              f"no committed checkpoint under {self.checkpoint_dir}")
+                context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"no committed checkpoint under {self.checkpoint_dir}",
+                )
             directory = str(found)
-        count = _call(context, lambda: checkpoint.restore_shard(
-            self.store, directory, self.shard_index, self._num_shards(request)))
+        count = _call(
+            context,
+            lambda: checkpoint.restore_shard(
+                self.store, directory, self.shard_index, self._num_shards(request)
+            ),
+        )
         log.info("restored %d variables from %s", count, directory)
         return ps_pb2.CheckpointResponse(path=directory, variables=count)
 
@@ -330,13 +399,18 @@ def add_servicer(servicer: ParameterServerServicer, server: grpc.Server) -> None
     ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)
     handlers = captured.handlers
     handlers["PullDenseStream"] = grpc.unary_stream_rpc_method_handler(
-        servicer.PullDenseStream, request_deserializer=ps_pb2.PullDenseRequest.FromString,
-        response_serializer=None)  # already serialized
+        servicer.PullDenseStream,
+        request_deserializer=ps_pb2.PullDenseRequest.FromString,
+        response_serializer=None,
+    )  # already serialized
     handlers["PushDenseStream"] = grpc.stream_unary_rpc_method_handler(
-        servicer.PushDenseStream, request_deserializer=chunks.decode_push_chunk,
-        response_serializer=ps_pb2.PushResponse.SerializeToString)
+        servicer.PushDenseStream,
+        request_deserializer=chunks.decode_push_chunk,
+        response_serializer=ps_pb2.PushResponse.SerializeToString,
+    )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(captured.service, handlers),))
+        (grpc.method_handlers_generic_handler(captured.service, handlers),)
+    )
     server.add_registered_method_handlers(captured.service, handlers)
 
 

@@ -34,29 +34,48 @@ class VariableSpec:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form stored in checkpoints."""
-        return {"kind": self.kind, "shape": list(self.shape), "dtype": self.dtype,
-                "initializer": [self.initializer[0], dict(self.initializer[1])],
-                "optimizer": [self.optimizer[0], dict(self.optimizer[1])]}
+        return {
+            "kind": self.kind,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "initializer": [self.initializer[0], dict(self.initializer[1])],
+            "optimizer": [self.optimizer[0], dict(self.optimizer[1])],
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> VariableSpec:
         """Inverse of to_json."""
-        return make_spec(d["kind"], tuple(d["shape"]), d["dtype"], d["initializer"][0],
-                         d["initializer"][1], d["optimizer"][0], d["optimizer"][1])
+        return make_spec(
+            d["kind"],
+            tuple(d["shape"]),
+            d["dtype"],
+            d["initializer"][0],
+            d["initializer"][1],
+            d["optimizer"][0],
+            d["optimizer"][1],
+        )
 
 
 def make_spec(
-    kind: str, shape: tuple[int, ...], dtype: str,
-    init_name: str, init_params: Mapping[str, float],
-    opt_name: str, opt_params: Mapping[str, float],
+    kind: str,
+    shape: tuple[int, ...],
+    dtype: str,
+    init_name: str,
+    init_params: Mapping[str, float],
+    opt_name: str,
+    opt_params: Mapping[str, float],
 ) -> VariableSpec:
     """Build a VariableSpec, validating initializer and optimizer names and params."""
     initializers.validate(init_name, init_params)
     opt = make_optimizer(opt_name, opt_params)  # validates
     name, params = opt.spec()
-    return VariableSpec(kind, tuple(int(s) for s in shape), np.dtype(dtype).str,
-                        (init_name, tuple(sorted(init_params.items()))),
-                        (name, tuple(sorted(params.items()))))
+    return VariableSpec(
+        kind,
+        tuple(int(s) for s in shape),
+        np.dtype(dtype).str,
+        (init_name, tuple(sorted(init_params.items()))),
+        (name, tuple(sorted(params.items()))),
+    )
 
 
 APPLY_ELEMENTS = 1 << 16  # dense updates run over slices of this many elements
@@ -65,8 +84,15 @@ APPLY_ELEMENTS = 1 << 16  # dense updates run over slices of this many elements
 class StoredVariable:
     """A contiguous dense numpy array (a whole variable or one part) plus its slots."""
 
-    def __init__(self, name: str, spec: VariableSpec, optimizer: Optimizer, values: np.ndarray,
-                 slots: dict[str, np.ndarray], part: PartInfo | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: VariableSpec,
+        optimizer: Optimizer,
+        values: np.ndarray,
+        slots: dict[str, np.ndarray],
+        part: PartInfo | None = None,
+    ) -> None:
         self.name = name
         self.spec = spec
         self.optimizer = optimizer
@@ -84,36 +110,41 @@ class StoredVariable:
             self.pulls += 1
             return self.values.copy()
 
-    def pull_chunks(self, chunk_elements: int,
-                    encode: Callable[[np.ndarray, int], bytes]) -> Iterator[bytes]:
+    def pull_chunks(
+        self, chunk_elements: int, encode: Callable[[np.ndarray, int], bytes]
+    ) -> Iterator[bytes]:
         """Yield `encode(flat slice, element offset)` chunk by chunk, each under the lock."""
         flat = self.values.reshape(-1)
         with self.lock:
             self.pulls += 1
         for start in range(0, max(flat.size, 1), chunk_elements):
             with self.lock:  # a consistent chunk; pushes may land between chunks
-                data = encode(flat[start:start + chunk_elements], start)
+                data = encode(flat[start : start + chunk_elements], start)
             yield data
 
     def push(self, grad: np.ndarray) -> int:
         """Apply one gradient; return the new version."""
         grad = grad.astype(self.values.dtype, copy=False)
         if grad.shape != self.values.shape:
-            raise ValueError(f"gradient shape {grad.shape} does not match variable "
-                             f"{self.values.shape}")
+            raise ValueError(
+                f"gradient shape {grad.shape} does not match variable {self.values.shape}"
+            )
         return self.push_pieces([(0, grad.reshape(-1))])
 
     def push_pieces(self, pieces: list[tuple[int, np.ndarray]]) -> int:
         """Apply one gradient given as (element offset, 1-D piece) covering the value."""
         if sum(len(p) for _, p in pieces) != self.values.size:
-            raise ValueError(f"gradient pieces cover {sum(len(p) for _, p in pieces)} of "
-                             f"{self.values.size} elements")
+            raise ValueError(
+                f"gradient pieces cover {sum(len(p) for _, p in pieces)} of "
+                f"{self.values.size} elements"
+            )
         if len(pieces) == 1 and self.values.size <= APPLY_ELEMENTS:
             with self.lock:
                 self.version += 1
                 self.pushes += 1
-                self.optimizer.apply_dense(self.values, pieces[0][1].reshape(self.values.shape),
-                                           self.slots, self.version)
+                self.optimizer.apply_dense(
+                    self.values, pieces[0][1].reshape(self.values.shape), self.slots, self.version
+                )
                 return self.version
         step = self.begin_push()
         for offset, piece in pieces:
@@ -139,8 +170,12 @@ class StoredVariable:
         for s in range(0, len(piece), APPLY_ELEMENTS):
             dst = slice(offset + s, offset + min(s + APPLY_ELEMENTS, len(piece)))
             with self.lock:
-                self.optimizer.apply_dense(flat[dst], piece[s:s + APPLY_ELEMENTS],
-                                           {k: v[dst] for k, v in slots.items()}, step)
+                self.optimizer.apply_dense(
+                    flat[dst],
+                    piece[s : s + APPLY_ELEMENTS],
+                    {k: v[dst] for k, v in slots.items()},
+                    step,
+                )
 
     def nbytes(self) -> int:
         """Bytes held by values and slots."""
@@ -219,14 +254,19 @@ class ParameterStore:
                 if existing.spec != spec:
                     raise SpecMismatchError(
                         f"variable {name!r} already exists as {existing.spec.to_json()}; "
-                        "use another name or the same shape, dtype, initializer and optimizer")
+                        "use another name or the same shape, dtype, initializer and optimizer"
+                    )
                 return False
             self._entries[name] = build()
             return True
 
-    def create_dense(self, name: str, spec: VariableSpec,
-                     initial_value: np.ndarray | None = None,
-                     part: PartInfo | None = None) -> bool:
+    def create_dense(
+        self,
+        name: str,
+        spec: VariableSpec,
+        initial_value: np.ndarray | None = None,
+        part: PartInfo | None = None,
+    ) -> bool:
         """Create a dense variable; return False if an identical one already exists."""
         if initial_value is not None and tuple(initial_value.shape) != spec.shape:
             raise ValueError(f"initial value shape {initial_value.shape} != {spec.shape}")
@@ -238,15 +278,23 @@ class ParameterStore:
                 values = np.array(initial_value, dtype=dtype, order="C")
             else:
                 values = initializers.dense_initial_value(
-                    spec.initializer[0], dict(spec.initializer[1]), spec.shape, dtype,
-                    offset=0 if part is None else part.row_offset)
-            return StoredVariable(name, spec, opt, values, opt.init_slots(spec.shape, dtype),
-                                  part)
+                    spec.initializer[0],
+                    dict(spec.initializer[1]),
+                    spec.shape,
+                    dtype,
+                    offset=0 if part is None else part.row_offset,
+                )
+            return StoredVariable(name, spec, opt, values, opt.init_slots(spec.shape, dtype), part)
 
         return self._add(name, spec, build)
 
-    def create_table(self, name: str, spec: VariableSpec, lifecycle: Lifecycle | None = None,
-                     expected_rows: int = 0) -> bool:
+    def create_table(
+        self,
+        name: str,
+        spec: VariableSpec,
+        lifecycle: Lifecycle | None = None,
+        expected_rows: int = 0,
+    ) -> bool:
         """Create an embedding table; return False if an identical one already exists."""
         if spec.shape[0] <= 0:
             raise ValueError(f"table {name!r} needs a positive dim, got {spec.shape[0]}")
@@ -263,16 +311,20 @@ class ParameterStore:
         """Return the dense variable `name` or raise KeyError with a hint."""
         entry = self._entries.get(name)
         if not isinstance(entry, StoredVariable):
-            raise KeyError(f"no dense variable {name!r} on this shard; create it first "
-                           "(strategy.create_variable inside strategy.scope())")
+            raise KeyError(
+                f"no dense variable {name!r} on this shard; create it first "
+                "(strategy.create_variable inside strategy.scope())"
+            )
         return entry
 
     def table(self, name: str) -> StoredTable:
         """Return the table `name` or raise KeyError with a hint."""
         entry = self._entries.get(name)
         if not isinstance(entry, StoredTable):
-            raise KeyError(f"no embedding table {name!r} on this shard; create it first "
-                           "(strategy.create_table inside strategy.scope())")
+            raise KeyError(
+                f"no embedding table {name!r} on this shard; create it first "
+                "(strategy.create_table inside strategy.scope())"
+            )
         return entry
 
     def get(self, name: str) -> StoredVariable | StoredTable | None:
@@ -291,15 +343,22 @@ class ParameterStore:
 
     def set_hyperparams(self, names: list[str], params: Mapping[str, float]) -> int:
         """Change optimizer hyperparameters of `names` (all when empty); return how many."""
-        targets = [e for e in self.entries() if not names or e.name in names
-                   or (isinstance(e, StoredVariable) and e.part and e.part.base in names)]
+        targets = [
+            e
+            for e in self.entries()
+            if not names
+            or e.name in names
+            or (isinstance(e, StoredVariable) and e.part and e.part.base in names)
+        ]
         if names and not targets:
             raise KeyError(f"no variables {names} on this shard")
         for e in targets:
             applicable = {k: v for k, v in params.items() if k in e.optimizer.defaults}
             if not applicable:
-                raise ValueError(f"{e.optimizer.name} of {e.name!r} has none of "
-                                 f"{sorted(params)}; allowed: {sorted(e.optimizer.defaults)}")
+                raise ValueError(
+                    f"{e.optimizer.name} of {e.name!r} has none of "
+                    f"{sorted(params)}; allowed: {sorted(e.optimizer.defaults)}"
+                )
             with e.lock:
                 e.optimizer.set_params(**applicable)
         return len(targets)

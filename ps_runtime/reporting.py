@@ -26,8 +26,9 @@ def _output() -> IO[str]:
         try:
             _stream = os.fdopen(int(fd), "w", buffering=1, encoding="utf-8", closefd=False)
         except (ValueError, OSError) as e:
-            raise RuntimeError(f"{METRICS_FD_ENV}={fd!r} is not an open, writable file "
-                               f"descriptor: {e}") from None
+            raise RuntimeError(
+                f"{METRICS_FD_ENV}={fd!r} is not an open, writable file descriptor: {e}"
+            ) from None
         _stream_fd = fd
     return _stream
 
@@ -45,11 +46,13 @@ def report(step: int, **values: Any) -> None:
     """
     if not values:
         raise ValueError("report() needs at least one value, e.g. report(step=1, loss=0.5)")
-    line = json.dumps({
-        "step": int(step),
-        "time": dt.datetime.now(dt.UTC).isoformat(),
-        "values": {k: _jsonable(v) for k, v in values.items()},
-    })
+    line = json.dumps(
+        {
+            "step": int(step),
+            "time": dt.datetime.now(dt.UTC).isoformat(),
+            "values": {k: _jsonable(v) for k, v in values.items()},
+        }
+    )
     with _lock:
         out = _output()
         out.write(line + "\n")

@@ -36,7 +36,7 @@ def split_by_shard(ids: np.ndarray, num_shards: int) -> list[np.ndarray]:
     owner = shard_of_ids(ids, num_shards)
     order = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[order], np.arange(num_shards + 1))
-    return [order[bounds[s]:bounds[s + 1]] for s in range(num_shards)]
+    return [order[bounds[s] : bounds[s + 1]] for s in range(num_shards)]
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,17 @@ def dedup(ids: np.ndarray) -> Dedup:
     multi_counts = counts[multi_rows]
     multi_starts = np.zeros(len(multi_rows), dtype=np.int64)
     np.cumsum(multi_counts[:-1], out=multi_starts[1:])
-    return Dedup(sorted_ids[starts], inverse, order, starts, single_rows,
-                 order[starts[single_rows]], multi_rows, order[in_multi], multi_starts)
+    return Dedup(
+        sorted_ids[starts],
+        inverse,
+        order,
+        starts,
+        single_rows,
+        order[starts[single_rows]],
+        multi_rows,
+        order[in_multi],
+        multi_starts,
+    )
 
 
 def dedup_sum(ids: np.ndarray, grads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,8 @@ from ps_runtime.variables import EmbeddingTable, Variable
 
 InitializerArg = str | tuple[str, Mapping[str, float]]
 _current: contextvars.ContextVar[ParameterServerStrategy | None] = contextvars.ContextVar(
-    "ps_strategy", default=None)
+    "ps_strategy", default=None
+)
 
 
 def _initializer(arg: InitializerArg) -> tuple[str, Mapping[str, float]]:
@@ -41,9 +42,12 @@ class ParameterServerStrategy:
             most one per shard), `fixed_shards_partitioner`, `whole_partitioner`.
     """
 
-    def __init__(self, cluster_resolver: ClusterResolver,
-                 optimizer: Optimizer | None = None,
-                 variable_partitioner: sharding.Partitioner | None = None) -> None:
+    def __init__(
+        self,
+        cluster_resolver: ClusterResolver,
+        optimizer: Optimizer | None = None,
+        variable_partitioner: sharding.Partitioner | None = None,
+    ) -> None:
         self.cluster_resolver = cluster_resolver
         self.default_optimizer = optimizer or SGD()
         self.partitioner = variable_partitioner or sharding.min_size_partitioner()
@@ -65,10 +69,15 @@ class ParameterServerStrategy:
         finally:
             _current.reset(token)
 
-    def create_variable(self, name: str, shape: Sequence[int] | None = None,
-                        dtype: Any = "float32", initializer: InitializerArg = "zeros",
-                        optimizer: Optimizer | None = None,
-                        initial_value: Any = None) -> Variable:
+    def create_variable(
+        self,
+        name: str,
+        shape: Sequence[int] | None = None,
+        dtype: Any = "float32",
+        initializer: InitializerArg = "zeros",
+        optimizer: Optimizer | None = None,
+        initial_value: Any = None,
+    ) -> Variable:
         """Create (or attach to an identical existing) dense variable, whole or in parts."""
         value = None if initial_value is None else np.asarray(initial_value, dtype=dtype)
         if shape is None:
@@ -82,31 +91,47 @@ class ParameterServerStrategy:
         pieces = sharding.part_rows(shape[0], num_parts) if num_parts > 1 else [(0, 0)]
         row_bytes = nbytes // max(1, shape[0]) if shape else nbytes
         with self._lock:
-            shards = sharding.place([n * row_bytes if num_parts > 1 else nbytes
-                                     for _, n in pieces], self._loads)
+            shards = sharding.place(
+                [n * row_bytes if num_parts > 1 else nbytes for _, n in pieces], self._loads
+            )
         opt = optimizer or self.default_optimizer
         init = _initializer(initializer)
         if num_parts == 1:
-            self.ps_client.create_variable(shards[0], name, shape, dtype, init, opt.spec(),
-                                           value)
+            self.ps_client.create_variable(shards[0], name, shape, dtype, init, opt.spec(), value)
             return Variable(self.ps_client, name, shards[0], shape, dtype)
         parts = [(s, off, n) for s, (off, n) in zip(shards, pieces, strict=True)]
         futures = [
             self.ps_client._pool.submit(
-                self.ps_client.create_variable, s, f"{name}/part-{i}", (n, *shape[1:]), dtype,
-                init, opt.spec(), None if value is None else value[off:off + n],
-                (name, shape[0], off))
-            for i, (s, off, n) in enumerate(parts)]
+                self.ps_client.create_variable,
+                s,
+                f"{name}/part-{i}",
+                (n, *shape[1:]),
+                dtype,
+                init,
+                opt.spec(),
+                None if value is None else value[off : off + n],
+                (name, shape[0], off),
+            )
+            for i, (s, off, n) in enumerate(parts)
+        ]
         for f in futures:
             f.result()
         return Variable(self.ps_client, name, shards[0], shape, dtype, parts)
 
-    def create_table(self, name: str, dim: int, dtype: Any = "float32",
-                     initializer: InitializerArg = ("normal", {"stddev": 0.01}),
-                     optimizer: Optimizer | None = None, *, admit_after: int = 0,
-                     evict_after_steps: int = 0, max_rows_per_shard: int = 0,
-                     expected_rows_per_shard: int = 0,
-                     accumulate_steps: int = 1) -> EmbeddingTable:
+    def create_table(
+        self,
+        name: str,
+        dim: int,
+        dtype: Any = "float32",
+        initializer: InitializerArg = ("normal", {"stddev": 0.01}),
+        optimizer: Optimizer | None = None,
+        *,
+        admit_after: int = 0,
+        evict_after_steps: int = 0,
+        max_rows_per_shard: int = 0,
+        expected_rows_per_shard: int = 0,
+        accumulate_steps: int = 1,
+    ) -> EmbeddingTable:
         """Create an embedding table whose rows are spread over all shards by id hash.
 
         Rows are created on first pull (get-or-create). Online-training lifecycle:
@@ -117,9 +142,17 @@ class ParameterServerStrategy:
         steps of gradients locally before pushing (delayed model updating).
         """
         opt = optimizer or self.default_optimizer
-        self.ps_client.create_table(name, dim, dtype, _initializer(initializer), opt.spec(),
-                                    admit_after, evict_after_steps, max_rows_per_shard,
-                                    expected_rows_per_shard)
+        self.ps_client.create_table(
+            name,
+            dim,
+            dtype,
+            _initializer(initializer),
+            opt.spec(),
+            admit_after,
+            evict_after_steps,
+            max_rows_per_shard,
+            expected_rows_per_shard,
+        )
         return EmbeddingTable(self.ps_client, name, dim, dtype, accumulate_steps)
 
     def set_learning_rate(self, learning_rate: float, names: Sequence[str] = ()) -> int:
@@ -154,8 +187,10 @@ def current_strategy() -> ParameterServerStrategy:
     """The strategy whose scope is active, or a RuntimeError saying how to enter one."""
     strategy = _current.get()
     if strategy is None:
-        raise RuntimeError("no ParameterServerStrategy scope is active; create variables "
-                           "inside `with strategy.scope():`")
+        raise RuntimeError(
+            "no ParameterServerStrategy scope is active; create variables "
+            "inside `with strategy.scope():`"
+        )
     return strategy
 
 

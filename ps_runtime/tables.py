@@ -36,8 +36,11 @@ class Lifecycle:
 
     def to_json(self) -> dict[str, int]:
         """JSON form stored in checkpoints."""
-        return {"admit_after": self.admit_after, "evict_after_steps": self.evict_after_steps,
-                "max_rows": self.max_rows}
+        return {
+            "admit_after": self.admit_after,
+            "evict_after_steps": self.evict_after_steps,
+            "max_rows": self.max_rows,
+        }
 
 
 @dataclass
@@ -60,8 +63,14 @@ def _unique(ids: np.ndarray) -> bool:
 class StoredTable:
     """Rows keyed by int64 ids on one shard (see the module docstring)."""
 
-    def __init__(self, name: str, spec: Any, optimizer: Optimizer, lifecycle: Lifecycle,
-                 expected_rows: int = 0) -> None:
+    def __init__(
+        self,
+        name: str,
+        spec: Any,
+        optimizer: Optimizer,
+        lifecycle: Lifecycle,
+        expected_rows: int = 0,
+    ) -> None:
         self.name = name
         self.spec = spec
         self.optimizer = optimizer
@@ -71,13 +80,18 @@ class StoredTable:
         self.counters = TableCounters()
         self.dim = int(spec.shape[0])
         self.dtype = np.dtype(spec.dtype)
-        capacity = max(16, expected_rows if not lifecycle.max_rows
-                       else min(expected_rows or lifecycle.max_rows, lifecycle.max_rows))
+        capacity = max(
+            16,
+            expected_rows
+            if not lifecycle.max_rows
+            else min(expected_rows or lifecycle.max_rows, lifecycle.max_rows),
+        )
         self.size = 0
         self.values = np.zeros((capacity, self.dim), dtype=self.dtype)
         self.slots: dict[str, np.ndarray] = {
             **optimizer.init_slots((capacity, self.dim), self.dtype),
-            **optimizer.init_row_slots(capacity)}
+            **optimizer.init_row_slots(capacity),
+        }
         self.row_ids = np.zeros(capacity, dtype=np.int64)
         self.last_touch = np.zeros(capacity, dtype=np.int64)
         self.index = IdIndex(capacity)
@@ -113,29 +127,36 @@ class StoredTable:
         name, params = self.spec.initializer
         return initializers.initial_values(name, dict(params), ids, self.dim, self.dtype)
 
-    def insert_rows(self, ids: np.ndarray, values: np.ndarray | None = None,
-                    slots: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    def insert_rows(
+        self,
+        ids: np.ndarray,
+        values: np.ndarray | None = None,
+        slots: dict[str, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """Append rows for unique absent `ids` (initial values unless given); hold the lock."""
         n = len(ids)
         if self.lifecycle.max_rows:
             if n > self.lifecycle.max_rows:
-                raise ValueError(f"one request creates {n} rows in table {self.name!r}, more "
-                                 f"than its row budget {self.lifecycle.max_rows}")
+                raise ValueError(
+                    f"one request creates {n} rows in table {self.name!r}, more "
+                    f"than its row budget {self.lifecycle.max_rows}"
+                )
             overflow = self.size + n - self.lifecycle.max_rows
             if overflow > 0:  # evict a little extra so this does not run on every pull
                 self._evict_lru(overflow + self.lifecycle.max_rows // 20)
         start = self.size
         self._reserve(start + n)
         rows = np.arange(start, start + n)
-        self.values[start:start + n] = self.initial_rows(ids) if values is None else values
+        self.values[start : start + n] = self.initial_rows(ids) if values is None else values
         for k, slot in self.slots.items():
             if slots is not None and k in slots:
-                slot[start:start + n] = slots[k]
+                slot[start : start + n] = slots[k]
             else:
-                slot[start:start + n] = (self.optimizer.slot_initial_value(k)
-                                         if k in self.optimizer.slot_names else 0)
-        self.row_ids[start:start + n] = ids
-        self.last_touch[start:start + n] = self.version
+                slot[start : start + n] = (
+                    self.optimizer.slot_initial_value(k) if k in self.optimizer.slot_names else 0
+                )
+        self.row_ids[start : start + n] = ids
+        self.last_touch[start : start + n] = self.version
         self.index.insert(ids, rows)
         self.size = start + n
         return rows
@@ -165,9 +186,10 @@ class StoredTable:
         count = min(count, self.size)
         if count <= 0:
             return
-        touch = self.last_touch[:self.size]
-        victims = np.argpartition(touch, count - 1)[:count] if count < self.size \
-            else np.arange(self.size)
+        touch = self.last_touch[: self.size]
+        victims = (
+            np.argpartition(touch, count - 1)[:count] if count < self.size else np.arange(self.size)
+        )
         self._evict_rows(victims)
 
     def evict_stale(self) -> int:
@@ -176,7 +198,7 @@ class StoredTable:
         if not after:
             return 0
         with self.lock:
-            stale = np.flatnonzero(self.last_touch[:self.size] < self.version - after)
+            stale = np.flatnonzero(self.last_touch[: self.size] < self.version - after)
             self._evict_rows(stale)
             return len(stale)
 
@@ -245,8 +267,9 @@ class StoredTable:
     def push(self, ids: np.ndarray, grads: np.ndarray) -> int:
         """Apply row gradients for unique `ids`; return the new version."""
         if grads.shape != (len(ids), self.dim):
-            raise ValueError(f"gradients of shape {grads.shape} do not match "
-                             f"{len(ids)} ids x dim {self.dim}")
+            raise ValueError(
+                f"gradients of shape {grads.shape} do not match {len(ids)} ids x dim {self.dim}"
+            )
         with self.lock:
             rows = self.index.get(ids)
             missing = rows < 0
@@ -275,7 +298,7 @@ class StoredTable:
 
     def ids(self) -> np.ndarray:
         """All ids with a row, in row order."""
-        return self.row_ids[:self.size].copy()
+        return self.row_ids[: self.size].copy()
 
     def clear(self) -> None:
         """Drop every row (before a restore)."""
@@ -285,6 +308,12 @@ class StoredTable:
 
     def nbytes(self) -> int:
         """Bytes held by values, slots, ids and the index (allocated capacity)."""
-        return int(self.values.nbytes + sum(s.nbytes for s in self.slots.values())
-                   + self.row_ids.nbytes + self.last_touch.nbytes + self.index.nbytes()
-                   + self._pending.nbytes() + self._seen.nbytes)
+        return int(
+            self.values.nbytes
+            + sum(s.nbytes for s in self.slots.values())
+            + self.row_ids.nbytes
+            + self.last_touch.nbytes
+            + self.index.nbytes()
+            + self._pending.nbytes()
+            + self._seen.nbytes
+        )

@@ -171,8 +171,12 @@ def main(env: Mapping[str, str] | None = None) -> int:
             if not isinstance(e, UnavailableError):
                 traceback.print_exc()
             first_line = (str(e).splitlines() or [""])[0]
-            print(f"terminated by SIGTERM without saving a checkpoint: {type(e).__name__}: "
-                  f"{first_line}", file=sys.stderr, flush=True)
+            print(
+                f"terminated by SIGTERM without saving a checkpoint: {type(e).__name__}: "
+                f"{first_line}",
+                file=sys.stderr,
+                flush=True,
+            )
             return 128 + signal.SIGTERM
         traceback.print_exc()
         sys.stderr.flush()

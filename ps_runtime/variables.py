@@ -17,8 +17,9 @@ from ps_runtime.ps_client import PendingDense, PendingPush, PendingRows, PSClien
 class PendingValue:
     """A dense value being pulled (possibly as several parts); `result()` assembles it."""
 
-    def __init__(self, parts: list[PendingDense], shape: tuple[int, ...],
-                 out: np.ndarray | None = None) -> None:
+    def __init__(
+        self, parts: list[PendingDense], shape: tuple[int, ...], out: np.ndarray | None = None
+    ) -> None:
         self._parts = parts
         self._shape = shape
         self._out = out
@@ -39,8 +40,15 @@ class Variable:
     `parts` lists (shard, row_offset, rows) per part; part i is stored as `name/part-i`.
     """
 
-    def __init__(self, client: PSClient, name: str, shard: int, shape: Sequence[int],
-                 dtype: Any, parts: Sequence[tuple[int, int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        client: PSClient,
+        name: str,
+        shard: int,
+        shape: Sequence[int],
+        dtype: Any,
+        parts: Sequence[tuple[int, int, int]] | None = None,
+    ) -> None:
         self.client = client
         self.name = name
         self.shard = shard
@@ -67,13 +75,17 @@ class Variable:
     def read_async(self, out: np.ndarray | None = None) -> PendingValue:
         """Start pulling the value (all parts at once); `.result()` returns it."""
         if not self.parts:
-            return PendingValue([self.client.pull_dense_async(self.shard, self.name,
-                                                              self.nbytes, out)], self.shape)
+            return PendingValue(
+                [self.client.pull_dense_async(self.shard, self.name, self.nbytes, out)], self.shape
+            )
         if out is None:  # parts land in their rows of one array (no concatenation)
             out = np.empty(self.shape, dtype=self.dtype)
-        futures = [self.client.pull_dense_async(
-            s, self.part_name(i), rows * self._row_bytes(), out[off:off + rows])
-            for i, (s, off, rows) in enumerate(self.parts)]
+        futures = [
+            self.client.pull_dense_async(
+                s, self.part_name(i), rows * self._row_bytes(), out[off : off + rows]
+            )
+            for i, (s, off, rows) in enumerate(self.parts)
+        ]
         return PendingValue(futures, self.shape, out)
 
     def read(self, out: np.ndarray | None = None) -> np.ndarray:
@@ -89,15 +101,23 @@ class Variable:
             return self.client.push_dense(self.shard, self.name, grad)
         if grad.shape != self.shape:
             raise ValueError(f"gradient shape {grad.shape} does not match {self.shape}")
-        futures = [self.client.push_dense_async(s, self.part_name(i), grad[off:off + rows])
-                   for i, (s, off, rows) in enumerate(self.parts)]
+        futures = [
+            self.client.push_dense_async(s, self.part_name(i), grad[off : off + rows])
+            for i, (s, off, rows) in enumerate(self.parts)
+        ]
         return min(f.result() for f in futures)
 
     def to_wire(self) -> dict[str, Any]:
         """JSON form sent inside closure arguments."""
-        return {"kind": "variable", "name": self.name, "shard": self.shard,
-                "shape": list(self.shape), "dtype": self.dtype.str, "parts": self.parts,
-                "ps": list(self.client.addresses)}
+        return {
+            "kind": "variable",
+            "name": self.name,
+            "shard": self.shard,
+            "shape": list(self.shape),
+            "dtype": self.dtype.str,
+            "parts": self.parts,
+            "ps": list(self.client.addresses),
+        }
 
 
 class EmbeddingTable:
@@ -107,8 +127,9 @@ class EmbeddingTable:
     gradients in this process and sends their sum every that many calls.
     """
 
-    def __init__(self, client: PSClient, name: str, dim: int, dtype: Any,
-                 accumulate_steps: int = 1) -> None:
+    def __init__(
+        self, client: PSClient, name: str, dim: int, dtype: Any, accumulate_steps: int = 1
+    ) -> None:
         self.client = client
         self.name = name
         self.dim = int(dim)
@@ -120,8 +141,9 @@ class EmbeddingTable:
 
     def lookup_async(self, ids: np.ndarray, unique: bool = False) -> PendingRows:
         """Start pulling rows of `ids` (flattened); overlap local work, then `.result()`."""
-        return self.client.pull_rows_async(self.name, np.asarray(ids).reshape(-1), self.dim,
-                                           self.dtype, unique=unique)
+        return self.client.pull_rows_async(
+            self.name, np.asarray(ids).reshape(-1), self.dim, self.dtype, unique=unique
+        )
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Rows for `ids` (any shape) as an array of shape ids.shape + (dim,)."""
@@ -129,8 +151,9 @@ class EmbeddingTable:
         rows = self.client.pull_rows(self.name, ids.reshape(-1), self.dim, self.dtype)
         return rows.reshape((*ids.shape, self.dim))
 
-    def push_gradients_async(self, ids: np.ndarray, grads: np.ndarray,
-                             unique: bool = False) -> PendingPush | None:
+    def push_gradients_async(
+        self, ids: np.ndarray, grads: np.ndarray, unique: bool = False
+    ) -> PendingPush | None:
         """Start sending row gradients (duplicates summed here); None while accumulating."""
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         grads = np.asarray(grads).reshape(len(ids), self.dim)
@@ -146,16 +169,33 @@ class EmbeddingTable:
 
     def to_wire(self) -> dict[str, Any]:
         """JSON form sent inside closure arguments."""
-        return {"kind": "table", "name": self.name, "dim": self.dim, "dtype": self.dtype.str,
-                "accumulate_steps": self.accumulate_steps, "ps": list(self.client.addresses)}
+        return {
+            "kind": "table",
+            "name": self.name,
+            "dim": self.dim,
+            "dtype": self.dtype.str,
+            "accumulate_steps": self.accumulate_steps,
+            "ps": list(self.client.addresses),
+        }
 
 
 def handle_from_wire(data: dict[str, Any], client: PSClient) -> Variable | EmbeddingTable:
     """Rebuild a Variable or EmbeddingTable handle bound to `client`."""
     if data["kind"] == "variable":
-        return Variable(client, data["name"], int(data["shard"]), data["shape"], data["dtype"],
-                        data.get("parts"))
+        return Variable(
+            client,
+            data["name"],
+            int(data["shard"]),
+            data["shape"],
+            data["dtype"],
+            data.get("parts"),
+        )
     if data["kind"] == "table":
-        return EmbeddingTable(client, data["name"], int(data["dim"]), data["dtype"],
-                              int(data.get("accumulate_steps", 1)))
+        return EmbeddingTable(
+            client,
+            data["name"],
+            int(data["dim"]),
+            data["dtype"],
+            int(data.get("accumulate_steps", 1)),
+        )
     raise ValueError(f"unknown handle kind {data['kind']!r}")

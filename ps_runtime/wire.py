@@ -18,8 +18,20 @@ def _little_endian_str(dtype: Any) -> str:
 
 ALLOWED_DTYPES = frozenset(
     _little_endian_str(t)
-    for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-              "uint64", "float16", "float32", "float64")
+    for t in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    )
 )
 
 TENSOR_KEY = "__tensor__"
@@ -66,16 +78,19 @@ def decode_chunk_into(chunk: Any, flat: np.ndarray) -> int:
     """
     itemsize = flat.dtype.itemsize
     if len(chunk.data) % itemsize:
-        raise ValueError(f"chunk of {len(chunk.data)} bytes is not a whole number of "
-                         f"{flat.dtype} elements")
+        raise ValueError(
+            f"chunk of {len(chunk.data)} bytes is not a whole number of {flat.dtype} elements"
+        )
     n = len(chunk.data) // itemsize
     if chunk.offset < 0 or chunk.offset + n > flat.size:
-        raise ValueError(f"chunk [{chunk.offset}, {chunk.offset + n}) lies outside a tensor "
-                         f"of {flat.size} elements")
+        raise ValueError(
+            f"chunk [{chunk.offset}, {chunk.offset + n}) lies outside a tensor "
+            f"of {flat.size} elements"
+        )
     if chunk.dtype and np.dtype(chunk.dtype) != flat.dtype:
         raise ValueError(f"chunk dtype {chunk.dtype} does not match {flat.dtype}")
     wire = flat.dtype.newbyteorder("<")
-    flat[chunk.offset:chunk.offset + n] = np.frombuffer(chunk.data, dtype=wire)
+    flat[chunk.offset : chunk.offset + n] = np.frombuffer(chunk.data, dtype=wire)
     return n
 
 
@@ -83,12 +98,14 @@ def chunk_view(chunk: Any, dtype: np.dtype, size: int) -> np.ndarray:
     """A read-only 1-D array viewing one streamed chunk of a tensor of `size` elements."""
     itemsize = dtype.itemsize
     if len(chunk.data) % itemsize:
-        raise ValueError(f"chunk of {len(chunk.data)} bytes is not a whole number of "
-                         f"{dtype} elements")
+        raise ValueError(
+            f"chunk of {len(chunk.data)} bytes is not a whole number of {dtype} elements"
+        )
     n = len(chunk.data) // itemsize
     if chunk.offset < 0 or chunk.offset + n > size:
-        raise ValueError(f"chunk [{chunk.offset}, {chunk.offset + n}) lies outside a tensor "
-                         f"of {size} elements")
+        raise ValueError(
+            f"chunk [{chunk.offset}, {chunk.offset + n}) lies outside a tensor of {size} elements"
+        )
     if chunk.dtype and np.dtype(chunk.dtype) != dtype:
         raise ValueError(f"chunk dtype {chunk.dtype} does not match {dtype}")
     return np.frombuffer(chunk.data, dtype=dtype.newbyteorder("<"))

@@ -50,8 +50,10 @@ class WorkerServicer(ps_pb2_grpc.WorkerServicer):
         except Exception as e:  # user code: report it to the coordinator, keep serving
             log.warning("closure %s failed: %s", request.function, e)
             return ps_pb2.RunClosureResponse(
-                error_type=type(e).__name__, error_message=str(e),
-                error_traceback=traceback.format_exc())
+                error_type=type(e).__name__,
+                error_message=str(e),
+                error_traceback=traceback.format_exc(),
+            )
 
     def close(self) -> None:
         """Close the PS clients."""

@@ -267,8 +267,7 @@ class Agent:
         # A task no longer listed stops with the grace of the last list that named it (a
         # coordinator gets long enough to save a checkpoint), else the response-level one.
         graces = {
-            key: self.supervisor.stop_grace(key, desired.stop_grace_seconds)
-            for key in plan.stops
+            key: self.supervisor.stop_grace(key, desired.stop_grace_seconds) for key in plan.stops
         }
         for key, grace in graces.items():
             self.supervisor.stop(key, grace)

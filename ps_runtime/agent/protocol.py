@@ -75,8 +75,12 @@ def _int(obj: Mapping[str, Any], name: str, default: int | None = None) -> int:
 
 
 def _stop_grace(value: Any, where: str) -> float:
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value) or value < 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ProtocolError(f"{where} must be a non-negative number, got {value!r}")
     return float(value)
 

@@ -179,13 +179,23 @@ class Supervisor:
             return None
         finally:
             os.close(write_fd)  # the child holds its own copy; EOF follows its exit
-        tp = TaskProcess(task=task, proc=proc, cpus=cpus, cluster_file=cluster_file,
-                         cluster=cluster, stop_grace=task.stop_grace_seconds)
+        tp = TaskProcess(
+            task=task,
+            proc=proc,
+            cpus=cpus,
+            cluster_file=cluster_file,
+            cluster=cluster,
+            stop_grace=task.stop_grace_seconds,
+        )
         with self._lock:
             self._live[key] = tp
         logger.info(
             "started task %s attempt %s (%s) pid %d cpus %s",
-            task.id, task.attempt, task.role, proc.pid, cpus or "all",
+            task.id,
+            task.attempt,
+            task.role,
+            proc.pid,
+            cpus or "all",
         )
         self._outbox.add_status(protocol.task_status_message(key, protocol.RUNNING, None, ""))
         assert proc.stdout is not None and proc.stderr is not None

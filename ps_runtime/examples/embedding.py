@@ -25,8 +25,9 @@ ROWS, DIM, SLOTS = 1_000_000, 16, 8
 ID_MULT = 482_711  # odd and not a multiple of 5: a bijection on [0, 10^6) that scatters hot ids
 
 
-def make_data(batches: int = 200, batch_size: int = 4096, seed: int = 1234,
-              zipf_a: float = 1.2) -> tuple[np.ndarray, np.ndarray]:
+def make_data(
+    batches: int = 200, batch_size: int = 4096, seed: int = 1234, zipf_a: float = 1.2
+) -> tuple[np.ndarray, np.ndarray]:
     """The fixed ids [batches, batch_size, 8] (int64) and labels [batches, batch_size]."""
     rng = np.random.default_rng(seed)
     z = rng.zipf(zipf_a, size=(batches, batch_size, SLOTS))
@@ -55,8 +56,9 @@ class EmbedData:
         return self.ids[b], self.labels[b]
 
 
-def forward_backward(rows: np.ndarray, d: sharding.Dedup, head: np.ndarray, y: np.ndarray
-                     ) -> tuple[float, np.ndarray, np.ndarray]:
+def forward_backward(
+    rows: np.ndarray, d: sharding.Dedup, head: np.ndarray, y: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Loss, summed row gradients (one per unique id) and the head gradient [w, b]."""
     batch = len(y)
     w, b = head[:DIM], head[DIM]
@@ -88,8 +90,9 @@ def train_step(data: EmbedData, table: EmbeddingTable, head: Variable) -> float:
     return loss
 
 
-def build(strategy: Any, lr: float = 0.1, materialize: bool = True) -> tuple[EmbeddingTable,
-                                                                            Variable]:
+def build(
+    strategy: Any, lr: float = 0.1, materialize: bool = True
+) -> tuple[EmbeddingTable, Variable]:
     """Create E (U(-0.05, 0.05), SGD) and the head [w, b] (zeros, SGD) on the PS.
 
     `materialize` pulls every row once, like a dense table initialized up front.
@@ -97,12 +100,15 @@ def build(strategy: Any, lr: float = 0.1, materialize: bool = True) -> tuple[Emb
     from ps_runtime.optimizers import SGD
 
     per_shard = -(-ROWS // strategy.num_ps)
-    table = strategy.create_table("embed/E", DIM, initializer=(
-        "uniform", {"minval": -0.05, "maxval": 0.05, "seed": 7}),
-        optimizer=SGD(learning_rate=lr), expected_rows_per_shard=per_shard + per_shard // 8)
+    table = strategy.create_table(
+        "embed/E",
+        DIM,
+        initializer=("uniform", {"minval": -0.05, "maxval": 0.05, "seed": 7}),
+        optimizer=SGD(learning_rate=lr),
+        expected_rows_per_shard=per_shard + per_shard // 8,
+    )
     head = strategy.create_variable("embed/head", (DIM + 1,), optimizer=SGD(learning_rate=lr))
     if materialize:
         for start in range(0, ROWS, 1 << 17):
-            table.lookup_async(np.arange(start, min(start + (1 << 17), ROWS)),
-                               unique=True).result()
+            table.lookup_async(np.arange(start, min(start + (1 << 17), ROWS)), unique=True).result()
     return table, head

@@ -73,7 +73,7 @@ class Dataset:
         while start < end:
             epoch, offset = divmod(start, n)
             take = min(end - start, n - offset)
-            parts.append(self.epoch_order(epoch)[offset:offset + take])
+            parts.append(self.epoch_order(epoch)[offset : offset + take])
             start += take
         return self.train.take(np.concatenate(parts))
 
@@ -83,8 +83,10 @@ def read_ratings(path: str) -> Ratings:
     `ratings.csv` (header userId,movieId,rating,timestamp)."""
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"ratings file {path} does not exist; pass data=<path to "
-                                "u.data or ratings.csv> or omit it for synthetic data")
+        raise FileNotFoundError(
+            f"ratings file {path} does not exist; pass data=<path to "
+            "u.data or ratings.csv> or omit it for synthetic data"
+        )
     with p.open() as f:
         first = f.readline()
     if "::" in first:
@@ -97,12 +99,14 @@ def read_ratings(path: str) -> Ratings:
         table = np.loadtxt(p, usecols=(0, 1, 2), ndmin=2)
     if len(table) == 0:
         raise ValueError(f"no ratings in {path}")
-    return Ratings(table[:, 0].astype(np.int64), table[:, 1].astype(np.int64),
-                   table[:, 2].astype(np.float32))
+    return Ratings(
+        table[:, 0].astype(np.int64), table[:, 1].astype(np.int64), table[:, 2].astype(np.float32)
+    )
 
 
-def synthetic_ratings(seed: int, num_users: int = 600, num_items: int = 400,
-                      num_ratings: int = 40_000, rank: int = 4) -> Ratings:
+def synthetic_ratings(
+    seed: int, num_users: int = 600, num_items: int = 400, num_ratings: int = 40_000, rank: int = 4
+) -> Ratings:
     """Seeded low-rank ratings on a 1..5 scale, for runs without a data file."""
     rng = np.random.default_rng(seed)
     p = rng.normal(0, 0.6, (num_users, rank))
@@ -126,8 +130,16 @@ def load_dataset(data: str | None, test: str | None, seed: int) -> Dataset:
     return Dataset(ratings.take(order[:cut]), ratings.take(order[cut:]), seed)
 
 
-def train_step(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, step: int,
-               batch_size: int, mean: float, l2: float, bias_l2: float) -> float:
+def train_step(
+    dataset: Dataset,
+    users: EmbeddingTable,
+    items: EmbeddingTable,
+    step: int,
+    batch_size: int,
+    mean: float,
+    l2: float,
+    bias_l2: float,
+) -> float:
     """One batch on a worker: pull rows, compute gradients, push them; return the loss."""
     b = dataset.batch(step, batch_size)
     # Both pulls in flight at once, then both pushes; the closure returns only once the
@@ -142,25 +154,36 @@ def train_step(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, s
     return loss
 
 
-def evaluate(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable,
-             mean: float) -> float:
+def evaluate(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, mean: float) -> float:
     """Test RMSE with predictions clipped to [1, 5]."""
     t = dataset.test
     pred = np.clip(predict(users.lookup(t.users), items.lookup(t.items), mean), 1.0, 5.0)
     return float(np.sqrt(np.mean((pred - t.ratings) ** 2)))
 
 
-def eval_shard(dataset: Dataset, users: EmbeddingTable, items: EmbeddingTable, mean: float,
-               shard: int, num_shards: int) -> dict[str, float]:
+def eval_shard(
+    dataset: Dataset,
+    users: EmbeddingTable,
+    items: EmbeddingTable,
+    mean: float,
+    shard: int,
+    num_shards: int,
+) -> dict[str, float]:
     """Squared error and count over one shard of the test set (for inline evaluation)."""
     t = dataset.test.take(np.arange(shard, len(dataset.test), num_shards))
     pred = np.clip(predict(users.lookup(t.users), items.lookup(t.items), mean), 1.0, 5.0)
     return {"sse": float(np.sum((pred - t.ratings) ** 2)), "count": float(len(t))}
 
 
-def evaluate_checkpoints(checkpoint_dir: str, data: str | None = None, test: str | None = None,
-                         dim: int = 32, seed: int = 0, poll_seconds: float = 10.0,
-                         until_step: int | None = None) -> dict[str, Any]:
+def evaluate_checkpoints(
+    checkpoint_dir: str,
+    data: str | None = None,
+    test: str | None = None,
+    dim: int = 32,
+    seed: int = 0,
+    poll_seconds: float = 10.0,
+    until_step: int | None = None,
+) -> dict[str, Any]:
     """Sidecar: report `checkpoint_rmse` for each new checkpoint of a MovieLens job."""
     from ps_runtime.evaluation import EvaluationLoop
 
@@ -169,8 +192,10 @@ def evaluate_checkpoints(checkpoint_dir: str, data: str | None = None, test: str
 
     def build(strategy: ParameterServerStrategy) -> tuple[EmbeddingTable, EmbeddingTable]:
         # Same optimizer as training: a restore brings its slots back.
-        return (strategy.create_table("mf/users", dim + 1, optimizer=Adagrad()),
-                strategy.create_table("mf/items", dim + 1, optimizer=Adagrad()))
+        return (
+            strategy.create_table("mf/users", dim + 1, optimizer=Adagrad()),
+            strategy.create_table("mf/items", dim + 1, optimizer=Adagrad()),
+        )
 
     def rmse(tables: tuple[EmbeddingTable, EmbeddingTable]) -> dict[str, float]:
         return {"checkpoint_rmse": evaluate(dataset, tables[0], tables[1], mean)}
@@ -185,12 +210,23 @@ def evaluate_checkpoints(checkpoint_dir: str, data: str | None = None, test: str
     return {"evaluated": sorted(loop.evaluated.values())}
 
 
-def train(data: str | None = None, test: str | None = None, epochs: int = 15, dim: int = 32,
-          lr: float = 0.05, batch_size: int = 512, seed: int = 0, l2: float = 0.1,
-          bias_l2: float = 0.02, init_std: float = 0.01, report_every: int = 20,
-          checkpoint_every_seconds: float | None = None, checkpoint_dir: str | None = None,
-          in_flight_per_worker: int = 1,
-          cluster: ClusterResolver | None = None) -> dict[str, Any]:
+def train(
+    data: str | None = None,
+    test: str | None = None,
+    epochs: int = 15,
+    dim: int = 32,
+    lr: float = 0.05,
+    batch_size: int = 512,
+    seed: int = 0,
+    l2: float = 0.1,
+    bias_l2: float = 0.02,
+    init_std: float = 0.01,
+    report_every: int = 20,
+    checkpoint_every_seconds: float | None = None,
+    checkpoint_dir: str | None = None,
+    in_flight_per_worker: int = 1,
+    cluster: ClusterResolver | None = None,
+) -> dict[str, Any]:
     """Train biased MF on the PS cluster and return the final metrics.
 
     Uses TRAINHUB_CLUSTER when set (agent or launcher), `cluster` when given, and
@@ -215,9 +251,22 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
     strategy = ParameterServerStrategy(cluster)
     coordinator = ClusterCoordinator(strategy, max_in_flight_per_worker=in_flight_per_worker)
     try:
-        return _train(strategy, coordinator, data, test, epochs, dim, lr, batch_size, seed,
-                      l2, bias_l2, init_std, report_every,
-                      CheckpointManager(strategy, checkpoint_dir, checkpoint_every_seconds))
+        return _train(
+            strategy,
+            coordinator,
+            data,
+            test,
+            epochs,
+            dim,
+            lr,
+            batch_size,
+            seed,
+            l2,
+            bias_l2,
+            init_std,
+            report_every,
+            CheckpointManager(strategy, checkpoint_dir, checkpoint_every_seconds),
+        )
     finally:
         coordinator.shutdown()
         strategy.close()
@@ -225,10 +274,22 @@ def train(data: str | None = None, test: str | None = None, epochs: int = 15, di
             local.stop()
 
 
-def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
-           data: str | None, test: str | None, epochs: int, dim: int, lr: float,
-           batch_size: int, seed: int, l2: float, bias_l2: float, init_std: float,
-           report_every: int, checkpoints: CheckpointManager) -> dict[str, Any]:
+def _train(
+    strategy: ParameterServerStrategy,
+    coordinator: ClusterCoordinator,
+    data: str | None,
+    test: str | None,
+    epochs: int,
+    dim: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    l2: float,
+    bias_l2: float,
+    init_std: float,
+    report_every: int,
+    checkpoints: CheckpointManager,
+) -> dict[str, Any]:
     dataset = load_dataset(data, test, seed)
     mean = float(np.mean(dataset.train.ratings))
     optimizer = Adagrad(learning_rate=lr)
@@ -260,9 +321,15 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
     for epoch in range(step // steps_per_epoch, epochs):
         epoch_start, epoch_first_step = time.perf_counter(), step
         while step < (epoch + 1) * steps_per_epoch:
-            losses.append((step + 1, coordinator.schedule(
-                train_step, (per_worker_data, users, items, step, batch_size, mean, l2,
-                             bias_l2))))
+            losses.append(
+                (
+                    step + 1,
+                    coordinator.schedule(
+                        train_step,
+                        (per_worker_data, users, items, step, batch_size, mean, l2, bias_l2),
+                    ),
+                )
+            )
             step += 1
             if step % report_every == 0:
                 report_losses(step - report_every)  # the window before is (nearly) done
@@ -276,9 +343,12 @@ def _train(strategy: ParameterServerStrategy, coordinator: ClusterCoordinator,
         report_losses(step)
         rmse = evaluate(dataset, users, items, mean)
         rmse_history.append(rmse)
-        ps_runtime.report(step=step, epoch=epoch + 1, test_rmse=rmse,
-                          examples_per_sec=(step - epoch_first_step) * batch_size
-                          / epoch_seconds[-1])
+        ps_runtime.report(
+            step=step,
+            epoch=epoch + 1,
+            test_rmse=rmse,
+            examples_per_sec=(step - epoch_first_step) * batch_size / epoch_seconds[-1],
+        )
         checkpoints.maybe_save(step, force=epoch + 1 == epochs)
     seconds = time.perf_counter() - start
     last_loss = [rv.fetch() for _, rv in losses]

@@ -12,17 +12,20 @@ import numpy as np
 
 def predict(users: np.ndarray, items: np.ndarray, mean: float) -> np.ndarray:
     """ŷ from gathered rows [p, b] of users and items."""
-    return mean + users[:, -1] + items[:, -1] + np.einsum("ij,ij->i", users[:, :-1],
-                                                          items[:, :-1])
+    return mean + users[:, -1] + items[:, -1] + np.einsum("ij,ij->i", users[:, :-1], items[:, :-1])
 
 
-def loss_and_gradients(u: np.ndarray, v: np.ndarray, r: np.ndarray, mean: float, l2: float,
-                       bias_l2: float) -> tuple[float, np.ndarray, np.ndarray]:
+def loss_and_gradients(
+    u: np.ndarray, v: np.ndarray, r: np.ndarray, mean: float, l2: float, bias_l2: float
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Batch loss and its gradients with respect to each gathered user and item row."""
     n = len(r)
     err = predict(u, v, mean) - r
-    loss = (np.mean(err * err) + l2 * np.mean(np.sum(u[:, :-1] ** 2 + v[:, :-1] ** 2, axis=1))
-            + bias_l2 * np.mean(u[:, -1] ** 2 + v[:, -1] ** 2))
+    loss = (
+        np.mean(err * err)
+        + l2 * np.mean(np.sum(u[:, :-1] ** 2 + v[:, :-1] ** 2, axis=1))
+        + bias_l2 * np.mean(u[:, -1] ** 2 + v[:, -1] ** 2)
+    )
     scale = 2.0 / n
     gu = np.empty_like(u)
     gv = np.empty_like(v)

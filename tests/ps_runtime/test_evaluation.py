@@ -50,15 +50,22 @@ def test_inline_evaluation_counts_each_shard_once_when_a_worker_dies(tmp_path: P
 def test_evaluation_loop_evaluates_each_checkpoint_once(tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ckpt")
     with LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=ckpt) as cluster:
-        movielens.train(epochs=3, checkpoint_every_seconds=0, report_every=10**6,
-                        checkpoint_dir=ckpt, cluster=cluster.resolver)
+        movielens.train(
+            epochs=3,
+            checkpoint_every_seconds=0,
+            report_every=10**6,
+            checkpoint_dir=ckpt,
+            cluster=cluster.resolver,
+        )
     reports: list[dict[str, float]] = []
     dataset = movielens.load_dataset(None, None, seed=0)
     mean = float(np.mean(dataset.train.ratings))
 
     def build(strategy: ParameterServerStrategy) -> tuple[object, object]:
-        return (strategy.create_table("mf/users", 33, optimizer=Adagrad()),
-                strategy.create_table("mf/items", 33, optimizer=Adagrad()))
+        return (
+            strategy.create_table("mf/users", 33, optimizer=Adagrad()),
+            strategy.create_table("mf/items", 33, optimizer=Adagrad()),
+        )
 
     def rmse(tables: tuple[object, object]) -> dict[str, float]:
         return {"rmse": movielens.evaluate(dataset, tables[0], tables[1], mean)}  # type: ignore[arg-type]
@@ -74,8 +81,9 @@ def test_evaluation_loop_evaluates_each_checkpoint_once(tmp_path: Path) -> None:
 
 def test_movielens_sidecar_reports_every_checkpoint(tmp_path: Path, capsys: object) -> None:
     ckpt = str(tmp_path / "ckpt")
-    result = movielens.train(epochs=2, checkpoint_every_seconds=0, report_every=10**6,
-                             checkpoint_dir=ckpt)
+    result = movielens.train(
+        epochs=2, checkpoint_every_seconds=0, report_every=10**6, checkpoint_dir=ckpt
+    )
     last = result["steps"]
     evaluated = movielens.evaluate_checkpoints(ckpt, until_step=last, poll_seconds=0.1)
     assert evaluated == {"evaluated": [last // 2, last]}

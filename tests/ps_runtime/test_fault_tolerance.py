@@ -24,14 +24,36 @@ class Run:
     output: str
 
 
-def run_movielens(*, ps: int = 2, workers: int = 3, launch_args: tuple[str, ...] = (),
-                  args: tuple[str, ...] = (), kill: tuple[str, int, int] | None = None) -> Run:
+def run_movielens(
+    *,
+    ps: int = 2,
+    workers: int = 3,
+    launch_args: tuple[str, ...] = (),
+    args: tuple[str, ...] = (),
+    kill: tuple[str, int, int] | None = None,
+) -> Run:
     """Run launch; `kill=(role, index, epoch)` SIGKILLs that task once `epoch` is reported."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ps_runtime.launch", "--ps", str(ps), "--workers", str(workers),
-         *launch_args, "ps_runtime.examples.movielens:train", "--", *ARGS, *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "ps_runtime.launch",
+            "--ps",
+            str(ps),
+            "--workers",
+            str(workers),
+            *launch_args,
+            "ps_runtime.examples.movielens:train",
+            "--",
+            *ARGS,
+            *args,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert proc.stdout is not None
     pids: dict[tuple[str, int], int] = {}
     result: dict[str, Any] | None = None
@@ -68,11 +90,11 @@ def test_worker_killed_halfway_loses_no_step_and_matches_rmse() -> None:
 def test_killed_ps_is_named_and_a_rerun_resumes_from_the_checkpoint(tmp_path: Path) -> None:
     launch_args = ("--checkpoint-dir", str(tmp_path / "ckpt"))
     args = ("--checkpoint_every_seconds", "0")  # save at every epoch end
-    crashed = run_movielens(ps=2, workers=2, launch_args=launch_args, args=args,
-                            kill=("ps", 1, 3))
+    crashed = run_movielens(ps=2, workers=2, launch_args=launch_args, args=args, kill=("ps", 1, 3))
     assert crashed.code == 75, crashed.output[-4000:]  # EX_TEMPFAIL: restart from checkpoint
-    assert re.search(r"UnavailableError: parameter server 1 at 127\.0\.0\.1:\d+ is unavailable",
-                     crashed.output), crashed.output[-4000:]
+    assert re.search(
+        r"UnavailableError: parameter server 1 at 127\.0\.0\.1:\d+ is unavailable", crashed.output
+    ), crashed.output[-4000:]
 
     resumed = run_movielens(ps=2, workers=2, launch_args=launch_args, args=args)
     assert resumed.code == 0, resumed.output[-4000:]

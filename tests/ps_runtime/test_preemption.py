@@ -24,29 +24,50 @@ from ps_runtime.launch import free_ports
 ROOT = Path(__file__).resolve().parents[2]
 BATCH_SIZE = 512
 EPOCHS = 3
-TRAIN_ARGS = {"epochs": EPOCHS, "dim": 8, "report_every": 5, "batch_size": BATCH_SIZE,
-              "checkpoint_every_seconds": 3600}  # only the stop and the end save
+TRAIN_ARGS = {
+    "epochs": EPOCHS,
+    "dim": 8,
+    "report_every": 5,
+    "batch_size": BATCH_SIZE,
+    "checkpoint_every_seconds": 3600,
+}  # only the stop and the end save
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 class Task:
     """One `python -m ps_runtime.task` process; stdout and stderr merged, read as it runs."""
 
-    def __init__(self, role: str, index: int, cluster: dict[str, list[str]],
-                 checkpoint_dir: Path | None, **extra: str) -> None:
+    def __init__(
+        self,
+        role: str,
+        index: int,
+        cluster: dict[str, list[str]],
+        checkpoint_dir: Path | None,
+        **extra: str,
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHUB_")}
         env.update(
-            PYTHONPATH=str(ROOT), TRAINHUB_JOB_ID="7", TRAINHUB_TASK_ID=f"{role}{index}",
-            TRAINHUB_ROLE=role, TRAINHUB_TASK_INDEX=str(index),
-            TRAINHUB_CLUSTER=json.dumps(cluster), TRAINHUB_JOB_TOKEN="job-token", **extra,
+            PYTHONPATH=str(ROOT),
+            TRAINHUB_JOB_ID="7",
+            TRAINHUB_TASK_ID=f"{role}{index}",
+            TRAINHUB_ROLE=role,
+            TRAINHUB_TASK_INDEX=str(index),
+            TRAINHUB_CLUSTER=json.dumps(cluster),
+            TRAINHUB_JOB_TOKEN="job-token",
+            **extra,
         )
         if checkpoint_dir is not None:
             env["TRAINHUB_CHECKPOINT_DIR"] = str(checkpoint_dir)
         if role != "coordinator":
             env["TRAINHUB_BIND"] = cluster[role][index]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ps_runtime.task"], cwd=ROOT, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [sys.executable, "-m", "ps_runtime.task"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -96,11 +117,19 @@ class Job:
         self.checkpoint_dir = checkpoint_dir
         self.servers = [Task(role, 0, self.cluster, checkpoint_dir) for role in ("ps", "worker")]
 
-    def coordinator(self, entrypoint: str = "ps_runtime.examples.movielens:train",
-                    args: dict[str, Any] | None = None) -> Task:
-        return Task("coordinator", 0, self.cluster, self.checkpoint_dir,
-                    TRAINHUB_ENTRYPOINT=entrypoint,
-                    TRAINHUB_ARGS=json.dumps(TRAIN_ARGS if args is None else args))
+    def coordinator(
+        self,
+        entrypoint: str = "ps_runtime.examples.movielens:train",
+        args: dict[str, Any] | None = None,
+    ) -> Task:
+        return Task(
+            "coordinator",
+            0,
+            self.cluster,
+            self.checkpoint_dir,
+            TRAINHUB_ENTRYPOINT=entrypoint,
+            TRAINHUB_ARGS=json.dumps(TRAIN_ARGS if args is None else args),
+        )
 
     def stop(self) -> list[int]:
         for task in self.servers:
@@ -143,8 +172,9 @@ def test_preempted_coordinator_saves_and_exits_0_and_the_restarted_job_resumes(
     sent = time.monotonic()
     assert coordinator.wait(timeout=30) == 0, coordinator.output[-4000:]
     assert time.monotonic() - sent < 10
-    stopped = re.search(r"stopped on request at step (\d+) after saving checkpoint (\S+)",
-                        coordinator.output)
+    stopped = re.search(
+        r"stopped on request at step (\d+) after saving checkpoint (\S+)", coordinator.output
+    )
     assert stopped is not None, coordinator.output[-4000:]
     step = int(stopped[1])
     assert stopped[2] == f"step-{step:012d}"
@@ -172,7 +202,8 @@ def test_entrypoint_that_never_asks_exits_143_at_once(
     jobs: Callable[[Path | None], Job], tmp_path: Path
 ) -> None:
     coordinator = jobs(tmp_path / "ckpt").coordinator(
-        "tests.ps_runtime.entrypoints:train_without_stop_requests", {})
+        "tests.ps_runtime.entrypoints:train_without_stop_requests", {}
+    )
     coordinator.wait_line(lambda x: x == "training")
     coordinator.sigterm()
     assert coordinator.wait(timeout=5) == 143, coordinator.output[-4000:]

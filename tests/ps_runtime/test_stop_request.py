@@ -65,8 +65,10 @@ def test_opted_in_loop_saves_then_stops_and_a_second_sigterm_terminates(
     with pytest.raises(StopRequested) as stopped:
         manager.save_and_stop(37)
     assert (stopped.value.step, stopped.value.checkpoint) == (37, "step-000000000037")
-    assert str(stopped.value) == "stopped on request at step 37 after saving checkpoint " \
+    assert (
+        str(stopped.value) == "stopped on request at step 37 after saving checkpoint "
         "step-000000000037"
+    )
     assert manager.strategy.saved == [("step-000000000037", 37)]
     with pytest.raises(Terminated):
         signal.raise_signal(signal.SIGTERM)

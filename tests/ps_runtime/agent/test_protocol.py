@@ -14,16 +14,30 @@ from ps_runtime.agent.protocol import (
 
 
 def _task(**extra: Any) -> dict[str, Any]:
-    return {"id": 33, "job_id": 12, "role": "coordinator", "index": 0, "attempt": 1,
-            "resources": {"cpu": 1.0}, "env": {"TRAINHUB_ROLE": "coordinator"}, **extra}
+    return {
+        "id": 33,
+        "job_id": 12,
+        "role": "coordinator",
+        "index": 0,
+        "attempt": 1,
+        "resources": {"cpu": 1.0},
+        "env": {"TRAINHUB_ROLE": "coordinator"},
+        **extra,
+    }
 
 
 def test_per_task_stop_grace_is_optional() -> None:
-    desired = parse_desired_tasks({
-        "stop_grace_seconds": 5,
-        "tasks": [_task(stop_grace_seconds=60), _task(id=34, stop_grace_seconds=None),
-                  _task(id=35), _task(id=36, stop_grace_seconds=0.5)],
-    })
+    desired = parse_desired_tasks(
+        {
+            "stop_grace_seconds": 5,
+            "tasks": [
+                _task(stop_grace_seconds=60),
+                _task(id=34, stop_grace_seconds=None),
+                _task(id=35),
+                _task(id=36, stop_grace_seconds=0.5),
+            ],
+        }
+    )
     assert desired.stop_grace_seconds == 5.0
     assert [t.stop_grace_seconds for t in desired.tasks] == [60.0, None, None, 0.5]
 

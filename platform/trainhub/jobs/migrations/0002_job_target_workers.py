@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0001_initial'),
+        ("jobs", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='target_workers',
+            model_name="job",
+            name="target_workers",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_job_target_workers'),
+        ("jobs", "0002_job_target_workers"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='restarts',
+            model_name="job",
+            name="restarts",
             field=models.PositiveIntegerField(default=0),
         ),
     ]
