@@ -142,6 +142,14 @@ else:
     # REDIS_URL: services mode to Redis, standalone to its embedded server.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Who hears the domain events lower layers publish (trainhub/events.py), after commit:
+# the browser feed, the agent gateway and the scheduler's cycle trigger.
+EVENT_HANDLERS = [
+    "trainhub.telemetry.live.on_event",
+    "trainhub.scheduling.triggers.on_event",
+    "trainhub.agents.notify.on_event",
+]
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True

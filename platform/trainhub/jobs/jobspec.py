@@ -1,0 +1,121 @@
+"""The job spec (v1) as typed, immutable data: what every layer after the boundary reads.
+
+`JobSpecSerializer` (spec.py) validates what a person or script sent (API, CLI, web) and
+hands back a `JobSpec`; a stored spec (`Job.spec`, JSON) is read back with
+`JobSpec.from_dict`, the one place that reads the document by key. Frozen dataclasses
+rather than pydantic models: validation stays with DRF (it needs the database for team
+membership and node sizes, and its error shape is the API's), so what remains is plain
+data, and dataclasses carry it with no dependency and no second validation path.
+
+This module imports no Django, so the scheduler's pure policy and the CLI may use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Priority classes and their CFS weights (DESIGN.md §3); jobs.choices.Priority names them.
+PRIORITY_WEIGHTS: dict[str, int] = {
+    "experiment": 10,
+    "offline": 100,
+    "normal": 1000,
+    "production": 10000,
+}
+DEFAULT_PRIORITY = "normal"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """What one task of a role asks for."""
+
+    cpu: float = 1.0
+    memory_mb: int = 1024
+    gpu: int = 0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ResourceSpec:
+        data = data or {}
+        return cls(
+            cpu=float(data.get("cpu", 1.0)),
+            memory_mb=int(data.get("memory_mb", 1024)),
+            gpu=int(data.get("gpu", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ParameterServersSpec:
+    replicas: int = 1
+    resources: ResourceSpec = field(default_factory=ResourceSpec)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersSpec:
+    min: int = 1
+    max: int = 1
+    resources: ResourceSpec = field(default_factory=ResourceSpec)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorSpec:
+    resources: ResourceSpec = field(default_factory=ResourceSpec)
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A validated job spec (DESIGN.md §2). Build it with `JobSpecSerializer` or
+    `from_dict` (for a spec that was validated when it was stored)."""
+
+    name: str
+    team: str
+    entrypoint: str
+    priority: str = DEFAULT_PRIORITY
+    args: Mapping[str, Any] = field(default_factory=dict)
+    parameter_servers: ParameterServersSpec = field(default_factory=ParameterServersSpec)
+    workers: WorkersSpec = field(default_factory=WorkersSpec)
+    coordinator: CoordinatorSpec = field(default_factory=CoordinatorSpec)
+    freeze_seconds: int = 120
+    checkpoint_every_seconds: int = 300
+    max_restarts: int = 3
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
+        """Read a spec document that was validated before (a stored `Job.spec`)."""
+        ps = data.get("parameter_servers") or {}
+        workers = data.get("workers") or {}
+        coordinator = data.get("coordinator") or {}
+        low = int(workers.get("min", 1))
+        return cls(
+            name=str(data["name"]),
+            team=str(data["team"]),
+            entrypoint=str(data["entrypoint"]),
+            priority=str(data.get("priority", DEFAULT_PRIORITY)),
+            args=dict(data.get("args") or {}),
+            parameter_servers=ParameterServersSpec(
+                replicas=int(ps.get("replicas", 1)),
+                resources=ResourceSpec.from_dict({"gpu": 0, **(ps.get("resources") or {})}),
+            ),
+            workers=WorkersSpec(
+                min=low,
+                max=int(workers.get("max", low)),
+                resources=ResourceSpec.from_dict(workers.get("resources")),
+            ),
+            coordinator=CoordinatorSpec(
+                resources=ResourceSpec.from_dict(
+                    {"gpu": 0, **(coordinator.get("resources") or {})}
+                ),
+            ),
+            freeze_seconds=int(data.get("freeze_seconds", 120)),
+            checkpoint_every_seconds=int(data.get("checkpoint_every_seconds", 300)),
+            max_restarts=int(data.get("max_restarts", 3)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document stored in `Job.spec` and shown by the API. Coordinator and PS
+        resources carry no `gpu` (those roles never get GPUs)."""
+        data = asdict(self)
+        data["args"] = dict(self.args)
+        del data["parameter_servers"]["resources"]["gpu"]
+        del data["coordinator"]["resources"]["gpu"]
+        return data
