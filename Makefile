@@ -8,10 +8,12 @@ BUNDLE := frontend/dist/trainhub/job.js
 
 .PHONY: demo test install frontend lint typecheck proto clean
 
-$(STAMP): pyproject.toml
+# Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
+# runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
+$(STAMP): pyproject.toml platform/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e . -e "./platform[dev]"
 	touch $@
 
 $(BUNDLE): frontend/package.json frontend/package-lock.json $(wildcard frontend/src/*)
@@ -32,11 +34,14 @@ test: install
 	cd frontend && npm test --silent
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint:
+## Every gate fails the build: style, formatting, layering (import-linter) and types
+lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
-typecheck:
+typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 proto:

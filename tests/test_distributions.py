@@ -1,0 +1,101 @@
+"""A node installs only `trainhub-runtime`: its wheel alone gives a working agent and
+launcher, and no Django (docs/design.md §1, "Two distributions")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    # A clean environment: nothing from this checkout or its virtualenv may leak in.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PYTHONNOUSERSITE"] = "1"
+    return subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the runtime wheel (built from this checkout) installed."""
+    work = tmp_path_factory.mktemp("runtime")
+    wheels = work / "wheels"
+    built = _run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, ROOT, cwd=work
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("trainhub_runtime-*.whl")
+    env_dir = work / "venv"
+    venv.create(env_dir, with_pip=True, clear=True)
+    installed = _run(env_dir / "bin" / "python", "-m", "pip", "install", "-q", wheel, cwd=work)
+    assert installed.returncode == 0, installed.stderr
+    return env_dir
+
+
+def test_runtime_wheel_installs_no_control_plane(runtime_venv: Path, tmp_path: Path) -> None:
+    python = runtime_venv / "bin" / "python"
+    for module in ("django", "celery", "channels", "trainhub"):
+        probe = _run(python, "-c", f"import {module}", cwd=tmp_path)
+        assert probe.returncode != 0, f"{module} is importable from the runtime alone"
+        assert "ModuleNotFoundError" in probe.stderr
+    where = _run(python, "-c", "import ps_runtime; print(ps_runtime.__file__)", cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert str(runtime_venv) in where.stdout  # the installed copy, not this checkout
+
+
+def test_runtime_wheel_agent_cli_works(runtime_venv: Path, tmp_path: Path) -> None:
+    agent = _run(runtime_venv / "bin" / "trainhub-agent", "--help", cwd=tmp_path)
+    assert agent.returncode == 0, agent.stderr
+    assert "enroll" in agent.stdout and "run" in agent.stdout
+    # Enrolling against a server that is not there fails with a message, not a traceback.
+    enroll = _run(
+        runtime_venv / "bin" / "trainhub-agent",
+        "enroll",
+        "--server",
+        "http://127.0.0.1:9",
+        "--token=nothing",
+        "--state-file",
+        tmp_path / "agent.json",
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert enroll.returncode != 0
+    assert "Traceback" not in enroll.stderr, enroll.stderr
+
+
+def test_runtime_wheel_launches_a_local_job(runtime_venv: Path, tmp_path: Path) -> None:
+    """`python -m ps_runtime.launch` trains the built-in MovieLens model on generated
+    ratings with a PS shard and a worker, from the installed wheel alone."""
+    launched = _run(
+        runtime_venv / "bin" / "python",
+        "-m",
+        "ps_runtime.launch",
+        "--ps",
+        "1",
+        "--workers",
+        "1",
+        "ps_runtime.examples.movielens:train",
+        "--",
+        "--epochs",
+        "1",
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert launched.returncode == 0, launched.stdout[-2000:] + launched.stderr[-2000:]
+    assert "test_rmse" in launched.stdout + launched.stderr
