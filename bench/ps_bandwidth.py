@@ -86,7 +86,7 @@ def raw_server(port: int) -> None:
 
 def raw_methods(
     ports: list[int], total: int
-) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+) -> tuple[dict[str, Callable[[], object]], Callable[[], None]]:
     """Raw transfers of `total` bytes split over the servers at `ports`, and a closer."""
     import grpc
 
@@ -110,16 +110,26 @@ def raw_methods(
 
         return run
 
-    methods: dict[str, Callable[[], None]] = {
-        "unary_down": fan_out(lambda i: get[i](str(share).encode())),
-        "unary_up": fan_out(lambda i: put[i](iter([unary_payload]))),
+    def unary_down(i: int) -> Any:
+        return get[i](str(share).encode())
+
+    def unary_up(i: int) -> Any:
+        return put[i](iter([unary_payload]))
+
+    def stream_down(chunk: int) -> Callable[[int], int]:
+        return lambda i: sum(len(b) for b in get_stream[i](f"{share},{chunk}".encode()))
+
+    def stream_up(pieces: list[bytes]) -> Callable[[int], Any]:
+        return lambda i: put[i](iter(pieces))
+
+    methods: dict[str, Callable[[], object]] = {
+        "unary_down": fan_out(unary_down),
+        "unary_up": fan_out(unary_up),
     }
     for chunk, pieces in payloads.items():
         mib = chunk // MIB
-        methods[f"stream{mib}_down"] = fan_out(
-            lambda i, chunk=chunk: sum(len(b) for b in get_stream[i](f"{share},{chunk}".encode()))
-        )
-        methods[f"stream{mib}_up"] = fan_out(lambda i, pieces=pieces: put[i](iter(pieces)))
+        methods[f"stream{mib}_down"] = fan_out(stream_down(chunk))
+        methods[f"stream{mib}_up"] = fan_out(stream_up(pieces))
 
     def close() -> None:
         pool.shutdown()

@@ -36,9 +36,7 @@ def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the runtime wheel (built from this checkout) installed."""
     work = tmp_path_factory.mktemp("runtime")
     wheels = work / "wheels"
-    built = _run(
-        sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, ROOT, cwd=work
-    )
+    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, ROOT, cwd=work)
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("trainhub_runtime-*.whl")
     env_dir = work / "venv"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ EPS = 1e-6
 def numeric_grad(f: Callable[[], float], x: np.ndarray) -> np.ndarray:
     """Central differences of f with respect to every element of x (perturbed in place)."""
     grad = np.zeros_like(x)
-    it = np.nditer(x, flags=["multi_index"], op_flags=[["readwrite"]])
+    it = np.nditer(x, flags=["multi_index"], op_flags=[["readwrite"]])  # type: ignore[list-item]
     for _ in it:
         i = it.multi_index
         old = x[i]
@@ -111,7 +112,12 @@ def test_auc_matches_pairwise_definition(rng: np.random.Generator) -> None:
 def test_ctr_wide_and_deep_learns_what_logistic_regression_cannot() -> None:
     from ps_runtime.examples.ctr import train
 
-    common = {"steps": 150, "examples": 40_000, "eval_every": 150, "report_every": 50}
+    common: dict[str, Any] = {
+        "steps": 150,
+        "examples": 40_000,
+        "eval_every": 150,
+        "report_every": 50,
+    }
     linear = train(model="logistic", **common)
     deep = train(model="wide_deep", **common)
     assert linear["test_auc"] > 0.6

@@ -76,7 +76,7 @@ def test_dense_update_matches_reference(
     shape = tuple(rng.integers(1, 6, size=rng.integers(1, 3)))
     w = rng.normal(size=shape)
     slots = opt.init_slots(w.shape, w.dtype)
-    ref_w, ref_state = w.copy(), {}
+    ref_w, ref_state = w.copy(), dict[str, np.ndarray]()
     for step in range(1, 6):
         g = rng.normal(size=shape) * rng.choice([0.01, 1.0, 10.0])
         opt.apply_dense(w, g, slots, step)

@@ -22,7 +22,7 @@ def _table(lifecycle: Lifecycle | None = None, optimizer: str = "sgd") -> Stored
 @pytest.mark.parametrize("seed", range(3))
 def test_id_index_matches_a_dict(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    index, ref = IdIndex(), {}
+    index, ref = IdIndex(), dict[int, int]()
     for _ in range(40):
         ids = np.unique(rng.integers(-(10**15), 10**15, size=rng.integers(1, 3000)))
         ids = ids[index.get(ids) < 0]

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from rest_framework.test import APIClient
+from trainhub.tenancy.choices import Role
 
 from ..factories import make_team, make_user, spec
 
@@ -29,7 +30,7 @@ def test_docs_and_schema_are_served_locally() -> None:
 
 def test_null_characters_in_job_args_are_a_400_not_a_crash() -> None:
     alice = make_user("alice")
-    make_team("recsys", members={alice: "member"})
+    make_team("recsys", members={alice: Role.MEMBER})
     client = APIClient()
     client.force_authenticate(alice)
     response = client.post("/api/v1/jobs/", spec(args={"data": "a\x00b"}), format="json")
