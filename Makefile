@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 STAMP := $(VENV)/.installed-stamp
-BUNDLE := frontend/dist/trainhub/job.js
+BUNDLE := frontend/dist/trainhub/pages/job.js
 
 .PHONY: demo test install frontend lint typecheck proto clean
 
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml platform/pyproject.toml
 	$(PY) -m pip install --quiet -e . -e "./platform[dev]"
 	touch $@
 
-$(BUNDLE): frontend/package.json frontend/package-lock.json $(wildcard frontend/src/*)
+$(BUNDLE): frontend/package.json frontend/package-lock.json $(shell find frontend/src -type f)
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
 install: $(STAMP) $(BUNDLE)

@@ -18,7 +18,7 @@ import {
   stateClass,
   stateReason,
   wsUrl,
-} from "../src/series.js";
+} from "../src/lib/series.js";
 
 const pts = (...pairs) => pairs.map(([step, value]) => ({ step, value, time: "2025-01-01T00:00:00Z" }));
 

@@ -1,101 +1,27 @@
 // The live job page: metric charts, task and job state, and logs, kept current over the
-// job's WebSocket feed. The data handling lives in series.js; this file is the DOM side.
+// job's WebSocket feed. Data handling lives in lib/series.js; this file is the DOM side.
 
-import uPlot from "uplot";
-
+import { Charts } from "../lib/charts.js";
+import { getJSON } from "../lib/http.js";
 import {
   LOG_LINE_CAP,
   dropOverlap,
-  emptySeries,
-  compactNumber,
   formatEvent,
   formatLogLine,
   groupByName,
   logLineClass,
-  mergeSeries,
-  nextBackoff,
   parseLogsResponse,
-  parseMessage,
   parseMetricsResponse,
   stateClass,
   stateReason,
-  wsUrl,
-} from "./series.js";
+} from "../lib/series.js";
+import { LiveSocket, showLiveStatus } from "../lib/socket.js";
+import "./base.js";
 
-const CHART_HEIGHT = 240;
-const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#65a30d"];
 // Several task messages in a row (a job being placed) cause one reload of the table.
 const TASKS_RELOAD_DELAY_MS = 300;
 // The logs API returns pages of at most this many lines after a given id.
 const LOG_PAGES_MAX = 20;
-
-async function getJSON(url) {
-  const response = await fetch(url, {
-    credentials: "same-origin",
-    headers: { Accept: "application/json" },
-  });
-  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-  return response.json();
-}
-
-/** One uPlot line chart per metric name, created when the metric first appears. */
-class Charts {
-  constructor(root, emptyNote) {
-    this.root = root;
-    this.emptyNote = emptyNote;
-    this.charts = new Map(); // name -> {el, plot, series}
-    this.resizer = new ResizeObserver((entries) => {
-      for (const entry of entries) {
-        const chart = [...this.charts.values()].find((c) => c.el === entry.target);
-        if (chart) chart.plot.setSize({ width: this.widthOf(chart.el), height: CHART_HEIGHT });
-      }
-    });
-  }
-
-  widthOf(el) {
-    return Math.max(200, Math.floor(el.clientWidth));
-  }
-
-  /** Merge points into the chart of `name`, creating it if needed, and redraw. */
-  merge(name, points) {
-    const chart = this.charts.get(name) ?? this.create(name);
-    const merged = mergeSeries(chart.series, points);
-    if (merged === chart.series) return;
-    chart.series = merged;
-    chart.plot.setData([merged.steps, merged.values]);
-    chart.el.dataset.points = String(merged.steps.length);
-  }
-
-  create(name) {
-    const el = document.createElement("div");
-    el.className = "chart";
-    el.dataset.metric = name;
-    el.dataset.points = "0";
-    // Keep charts in name order so the layout does not depend on arrival order.
-    const next = [...this.charts.keys()].sort().find((other) => other > name);
-    this.root.insertBefore(el, next === undefined ? null : this.charts.get(next).el);
-    if (this.emptyNote) this.emptyNote.hidden = true;
-
-    const color = COLORS[this.charts.size % COLORS.length];
-    const plot = new uPlot(
-      {
-        title: name,
-        width: this.widthOf(el),
-        height: CHART_HEIGHT,
-        scales: { x: { time: false } },
-        axes: [{ label: "step" }, { values: (_u, ticks) => ticks.map(compactNumber) }],
-        series: [{ label: "step" }, { label: name, stroke: color, width: 2 }],
-        legend: { live: true },
-      },
-      [[], []],
-      el,
-    );
-    const chart = { el, plot, series: emptySeries() };
-    this.charts.set(name, chart);
-    this.resizer.observe(el);
-    return chart;
-  }
-}
 
 /** The #logs box: capped, and following the end unless the user scrolled up. */
 class LogView {
@@ -204,8 +130,6 @@ class JobPage {
     this.stateEl = document.getElementById("job-state");
     this.reasonEl = document.getElementById("job-reason");
     this.liveEl = document.getElementById("live-status");
-    this.backoff = 0;
-    this.connectedOnce = false;
     this.logBuffer = []; // live lines received before the history is shown
     this.historyShown = false;
   }
@@ -214,12 +138,6 @@ class JobPage {
     this.connect();
     this.loadMetrics();
     this.loadLogHistory();
-  }
-
-  setLive(text, live) {
-    if (!this.liveEl) return;
-    this.liveEl.textContent = text;
-    this.liveEl.classList.toggle("live", live);
   }
 
   async loadMetrics() {
@@ -255,24 +173,15 @@ class JobPage {
   }
 
   connect() {
-    const socket = new WebSocket(wsUrl(location, this.wsPath));
-    socket.addEventListener("open", () => {
-      this.backoff = 0;
-      this.setLive("live", true);
+    new LiveSocket(this.wsPath, {
+      onMessage: (msg) => this.handle(msg),
+      onStatus: (live) => showLiveStatus(this.liveEl, live),
       // Points reported while we were away came neither over the feed nor in the first fetch.
-      if (this.connectedOnce) this.loadMetrics();
-      this.connectedOnce = true;
-    });
-    socket.addEventListener("message", (event) => this.handle(parseMessage(event.data)));
-    socket.addEventListener("close", () => {
-      this.backoff = nextBackoff(this.backoff);
-      this.setLive("reconnecting…", false);
-      setTimeout(() => this.connect(), this.backoff);
-    });
+      onReconnect: () => this.loadMetrics(),
+    }).connect();
   }
 
   handle(msg) {
-    if (msg === null) return;
     switch (msg.type) {
       case "metrics":
         for (const [name, points] of groupByName(msg.points)) this.charts.merge(name, points);
