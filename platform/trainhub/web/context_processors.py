@@ -1,0 +1,38 @@
+"""What every page's navigation shows: only the areas the signed-in user's role allows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import HttpRequest
+from django.urls import reverse
+
+from trainhub.tenancy.models import Membership
+from trainhub.tenancy.choices import SUBMITTERS
+
+
+@dataclass(frozen=True)
+class NavItem:
+    label: str
+    url: str
+    section: str  # matched against the page's `section` to mark the current one
+
+
+def navigation(request: HttpRequest) -> dict[str, object]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"nav_items": []}
+    admin = user.is_superuser
+    can_submit = admin or Membership.objects.filter(user=user, role__in=SUBMITTERS).exists()
+    items = [
+        NavItem("Dashboard", reverse("web-dashboard"), "dashboard"),
+        NavItem("Jobs", reverse("web-job-list"), "jobs"),
+    ]
+    if can_submit:
+        items.append(NavItem("Submit", reverse("web-job-new"), "submit"))
+    items += [
+        NavItem("Nodes", reverse("web-node-list"), "nodes"),
+        NavItem("Teams", reverse("web-team-list"), "teams"),
+        NavItem("Account", reverse("web-account"), "account"),
+    ]
+    return {"nav_items": items, "nav_can_submit": can_submit}
