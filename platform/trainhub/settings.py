@@ -153,6 +153,10 @@ EVENT_HANDLERS = [
     "trainhub.agents.notify.on_event",
 ]
 
+# What a team's jobs use and hold, for the team admin (tenancy sits below jobs, so it reads
+# this through the named function rather than importing it).
+TEAM_USAGE_READER = "trainhub.jobs.usage.quota_usage"
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True

@@ -215,6 +215,30 @@ def create_user(
     return user
 
 
+# The fields of a user that make up its platform role; their changes are audited.
+USER_ROLE_FIELDS = ("is_active", "is_staff", "is_superuser")
+
+
+@transaction.atomic
+def save_user(*, user: User, actor: Actor = None) -> User:
+    """Save a user edited in the admin (new or changed); role changes go to the audit log."""
+    created = user.pk is None
+    before = (
+        None
+        if created
+        else dict(User.objects.filter(pk=user.pk).values(*USER_ROLE_FIELDS).first() or {})
+    )
+    user.save()
+    record_change(
+        actor=actor,
+        action="user.create" if created else "user.roles",
+        target=user,
+        before=before,
+        after={name: getattr(user, name) for name in USER_ROLE_FIELDS},
+    )
+    return user
+
+
 @transaction.atomic
 def ensure_team(*, slug: str, name: str, cpu: float, memory_mb: int, gpu: int) -> Team:
     """Create the team with this quota, or set the nominal quota of the existing one."""
