@@ -22,7 +22,7 @@ from ..factories import make_node, make_team
 
 WINDOW_SECONDS = 30  # long enough that no test outlives it
 
-CYCLE_EVENTS = [
+CYCLE_EVENTS: list[events.Event] = [
     events.JobSubmitted(job_id=1, team_id=1),
     events.JobScaled(job_id=1, workers=3),
     events.JobStateChanged(job_id=1, state="succeeded"),
@@ -35,7 +35,7 @@ CYCLE_EVENTS = [
     events.NodeChanged(node_id=1, reason="node.cordon"),
     events.QuotaChanged(team_id=1),
 ]
-QUIET_EVENTS = [
+QUIET_EVENTS: list[events.Event] = [
     events.TaskStateChanged(
         job_id=1, task_id=2, role="worker", index=0, state="running", ended=False
     ),
