@@ -9,6 +9,9 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+# Pure Python (no Django): the policy names are checked here, before anything starts.
+from trainhub.scheduling.policy import POLICIES
+
 BASE_DIR = Path(__file__).resolve().parent
 REPO_DIR = BASE_DIR.parent.parent
 DATA_DIR = Path(os.environ.get("TRAINHUB_DATA_DIR", REPO_DIR / "var")).resolve()
@@ -150,6 +153,10 @@ EVENT_HANDLERS = [
     "trainhub.agents.notify.on_event",
 ]
 
+# What a team's jobs use and hold, for the team admin (tenancy sits below jobs, so it reads
+# this through the named function rather than importing it).
+TEAM_USAGE_READER = "trainhub.jobs.usage.quota_usage"
+
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
@@ -163,6 +170,11 @@ SCHEDULING_INTERVAL_SECONDS = float(os.environ.get("TRAINHUB_SCHEDULING_INTERVAL
 SCHEDULING_DEBOUNCE_SECONDS = float(os.environ.get("TRAINHUB_SCHEDULING_DEBOUNCE", "0.5"))
 # The policy the scheduler applies: cfs (fair share, DESIGN.md §3), fifo or priority.
 SCHEDULER_POLICY = os.environ.get("TRAINHUB_SCHEDULER_POLICY", "cfs")
+if SCHEDULER_POLICY not in POLICIES:
+    raise ImproperlyConfigured(
+        f"TRAINHUB_SCHEDULER_POLICY={SCHEDULER_POLICY!r} is not a policy; "
+        f"choose one of {', '.join(sorted(POLICIES))}"
+    )
 # Observe-only: every cycle logs what it would do (starts, resizes, preemptions) and does
 # none of it, so a policy change can be tried on the live cluster safely.
 SCHEDULER_OBSERVE_ONLY = os.environ.get("TRAINHUB_SCHEDULER_OBSERVE_ONLY", "").lower() in (

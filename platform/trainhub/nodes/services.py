@@ -1,4 +1,8 @@
-"""Node enrollment, authentication and liveness."""
+"""Node enrollment, authentication and liveness.
+
+A change that alters what the scheduler may place where (a node enrolled, cordoned,
+drained, given a new owner) publishes `NodeChanged`; the scheduler queues a cycle on it.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from trainhub.audit.services import Actor, record_change
-from trainhub.events import scheduling_needed
+from trainhub.events import NodeChanged, publish
 from trainhub.tenancy.models import Team
 
 from .choices import NodeState
@@ -73,7 +77,7 @@ def revoke_enrollment_token(*, token: EnrollmentToken, actor: Actor = None) -> N
 def _change_node(
     locked: Node, *, action: str, actor: Actor, field: str, value: Any, shown: tuple[Any, Any]
 ) -> None:
-    """Set one scheduling-relevant field of a locked node: audited, and a cycle follows."""
+    """Set one scheduling-relevant field of a locked node: audited and published."""
     before, after = shown
     if before == after:
         return
@@ -81,7 +85,7 @@ def _change_node(
     record_change(
         actor=actor, action=action, target=locked, before={field: before}, after={field: after}
     )
-    transaction.on_commit(lambda: scheduling_needed.send(sender=Node))
+    publish(NodeChanged(node_id=locked.pk, reason=action))
 
 
 @transaction.atomic
@@ -144,6 +148,7 @@ def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedSe
         credential_hash=hash_secret(secret),
         last_seen=now,
     )
+    publish(NodeChanged(node_id=node.pk, reason="node.enroll"))
     return IssuedSecret(id=node.pk, secret=f"{node.pk}.{secret}")
 
 

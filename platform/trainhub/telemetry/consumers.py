@@ -7,12 +7,17 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from trainhub.jobs.channels import job_group
 from trainhub.jobs.models import Job
+
+from .live import job_group
 
 
 class JobStreamConsumer(AsyncJsonWebsocketConsumer):
-    """Read-only: the browser only listens. Closed with 4403 if the user may not see the job."""
+    """Read-only: the browser only listens. Closed with 4403 if the user may not see the job.
+
+    The messages come from `live.on_event`; each handler below renames the channel-layer
+    type to the one the browser reads.
+    """
 
     job_id: int
 

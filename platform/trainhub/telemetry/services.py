@@ -1,4 +1,8 @@
-"""Ingesting metric batches and log chunks from agents, and fanning them out to browsers."""
+"""Ingesting metric batches and log chunks from agents.
+
+Each stored batch is published (`MetricPointsIngested`, `LogLinesIngested`); the browser
+feed (`live.on_event`) pushes it to the job's watchers.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
+from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
 from trainhub.jobs.models import Task
 
 from .models import LogLine, MetricPoint
@@ -23,7 +28,7 @@ def _parse_time(value: Any, default: datetime) -> datetime:
 def ingest_metrics(
     *, task: Task, points: list[dict[str, Any]], now: datetime
 ) -> list[dict[str, Any]]:
-    """Store a batch of reported points; returns them flattened for browsers.
+    """Store a batch of reported points and publish them; returns them flattened.
 
     Each point is `{"step": int, "time": iso, "values": {name: number}}`; values that are
     not finite numbers are skipped rather than failing the whole batch.
@@ -51,14 +56,18 @@ def ingest_metrics(
                 )
             )
     MetricPoint.objects.bulk_create(rows)
-    return [
+    flat = [
         {"name": r.name, "step": r.step, "value": r.value, "time": r.time.isoformat()} for r in rows
     ]
+    if flat:
+        publish(MetricPointsIngested(job_id=task.job_id, points=tuple(flat)))
+    return flat
 
 
 def ingest_logs(
     *, task: Task, stream: str, lines: list[Any], now: datetime
 ) -> list[dict[str, Any]]:
+    """Store a chunk of output lines of `task` and publish them; returns them as stored."""
     source = f"{task.role}-{task.index}"
     rows = [
         LogLine(
@@ -73,7 +82,10 @@ def ingest_logs(
     ]
     LogLine.objects.bulk_create(rows)  # sets the ids (PostgreSQL and SQLite RETURNING)
     # The ids let a browser line live lines up with `GET …/logs/?after=<id>` history.
-    return [
+    stored = [
         {"id": r.pk, "source": source, "stream": r.stream, "line": r.line, "time": now.isoformat()}
         for r in rows
     ]
+    if stored:
+        publish(LogLinesIngested(job_id=task.job_id, lines=tuple(stored)))
+    return stored

@@ -1,6 +1,7 @@
 """State changes for teams, memberships and quotas: every write goes through here.
 
-Each change is recorded in the audit log; quota changes ask for a scheduling cycle.
+Each change is recorded in the audit log; quota changes publish `QuotaChanged`, on which
+the scheduler queues a cycle.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.db import transaction
 from django.forms.models import model_to_dict
 
 from trainhub.audit.services import Actor, record_change
-from trainhub.events import scheduling_needed
+from trainhub.events import QuotaChanged, publish
 
 from .choices import Priority, Role
 from .models import Membership, PriorityCap, Quota, Team
@@ -53,10 +54,6 @@ def _caps_fields(team: Team) -> dict[str, Any]:
     }
 
 
-def _request_scheduling() -> None:
-    transaction.on_commit(lambda: scheduling_needed.send(sender=Quota))
-
-
 @transaction.atomic
 def create_team(
     *,
@@ -78,7 +75,7 @@ def create_team(
         before=None,
         after={"slug": slug, "name": name, "quota": _quota_fields(quota)},
     )
-    _request_scheduling()
+    publish(QuotaChanged(team_id=team.pk))
     return team
 
 
@@ -142,7 +139,7 @@ def set_quota(
     actor: Actor = None,
     held_by_production: Resources | None = None,
 ) -> Quota:
-    """Set the team's quota under a row lock; a cycle runs after commit to apply it.
+    """Set the team's quota under a row lock; the scheduler applies it in its next cycle.
 
     Raises:
         TenancyError: the nominal quota would be below what the team's production jobs
@@ -162,7 +159,7 @@ def set_quota(
     quota.save()
     after = _quota_fields(quota)
     if record_change(actor=actor, action="quota.update", target=quota, before=before, after=after):
-        _request_scheduling()
+        publish(QuotaChanged(team_id=team.pk))
     return quota
 
 
@@ -186,7 +183,7 @@ def set_priority_caps(*, team: Team, caps: dict[str, LimitResources], actor: Act
     if record_change(
         actor=actor, action="priority_caps.update", target=quota, before=before, after=after
     ):
-        _request_scheduling()
+        publish(QuotaChanged(team_id=team.pk))
 
 
 @transaction.atomic
@@ -214,6 +211,30 @@ def create_user(
         target=user,
         before=None,
         after={"username": username, "email": email, "is_platform_admin": is_platform_admin},
+    )
+    return user
+
+
+# The fields of a user that make up its platform role; their changes are audited.
+USER_ROLE_FIELDS = ("is_active", "is_staff", "is_superuser")
+
+
+@transaction.atomic
+def save_user(*, user: User, actor: Actor = None) -> User:
+    """Save a user edited in the admin (new or changed); role changes go to the audit log."""
+    created = user.pk is None
+    before = (
+        None
+        if created
+        else dict(User.objects.filter(pk=user.pk).values(*USER_ROLE_FIELDS).first() or {})
+    )
+    user.save()
+    record_change(
+        actor=actor,
+        action="user.create" if created else "user.roles",
+        target=user,
+        before=before,
+        after={name: getattr(user, name) for name in USER_ROLE_FIELDS},
     )
     return user
 

@@ -10,8 +10,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
+from trainhub import events
 from trainhub.audit.models import AuditEntry
-from trainhub.events import scheduling_needed
 from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.services import Placement, place_job
 from trainhub.tenancy.choices import Role
@@ -28,6 +28,20 @@ QUOTA_FIELDS = [
     "lending_limit_memory_mb",
     "lending_limit_gpu",
 ]
+
+
+@pytest.fixture
+def published(monkeypatch: pytest.MonkeyPatch) -> list[events.Event]:
+    """The domain events delivered during the test (they still reach their handlers)."""
+    seen: list[events.Event] = []
+    deliver = events.deliver
+
+    def recording(event: events.Event) -> None:
+        seen.append(event)
+        deliver(event)
+
+    monkeypatch.setattr(events, "deliver", recording)
+    return seen
 
 
 def _change_form(team: Team, **quota: Any) -> dict[str, Any]:
@@ -79,7 +93,7 @@ def _change_form(team: Team, **quota: Any) -> dict[str, Any]:
 
 @pytest.mark.django_db(transaction=True)
 def test_quota_edited_in_the_admin_shows_in_api_cli_scheduler_input_and_audit_log(
-    live_server: Any, tmp_path: Path
+    live_server: Any, tmp_path: Path, published: list[events.Event]
 ) -> None:
     cache.clear()
     root, alice = make_user("root", superuser=True), make_user("alice")
@@ -87,21 +101,15 @@ def test_quota_edited_in_the_admin_shows_in_api_cli_scheduler_input_and_audit_lo
     admin = Client()
     admin.force_login(root)
 
-    cycles: list[Any] = []
-    scheduling_needed.connect(
-        lambda sender, **_: cycles.append(sender), weak=False, dispatch_uid="t"
+    published.clear()
+    response = admin.post(
+        f"/admin/tenancy/team/{team.pk}/change/",
+        _change_form(team, cpu=32, memory_mb=131072, gpu=8, borrowing_limit_gpu=2),
     )
-    try:
-        response = admin.post(
-            f"/admin/tenancy/team/{team.pk}/change/",
-            _change_form(team, cpu=32, memory_mb=131072, gpu=8, borrowing_limit_gpu=2),
-        )
-    finally:
-        scheduling_needed.disconnect(dispatch_uid="t")
     assert response.status_code == 302, response.content.decode()[:3000]
 
     # The scheduler's next cycle: it was asked for, and reads the new quota from the model.
-    assert Quota in cycles
+    assert events.QuotaChanged(team_id=team.pk) in published
     quota = Quota.objects.get(team=team)
     assert (quota.cpu, quota.memory_mb, quota.gpu, quota.borrowing_limit_gpu) == (32, 131072, 8, 2)
 
@@ -153,7 +161,9 @@ def test_quota_edited_in_the_admin_shows_in_api_cli_scheduler_input_and_audit_lo
 
 
 @pytest.mark.django_db
-def test_admin_refuses_a_quota_below_what_production_jobs_hold() -> None:
+def test_admin_refuses_a_quota_below_what_production_jobs_hold(
+    published: list[events.Event], django_capture_on_commit_callbacks: Any
+) -> None:
     root, alice = make_user("root", superuser=True), make_user("alice")
     team = make_team("recsys", members={alice: Role.MEMBER}, cpu=4, memory_mb=8192)
     node, _ = make_node(cpus=8, memory_mb=16384)
@@ -169,11 +179,14 @@ def test_admin_refuses_a_quota_below_what_production_jobs_hold() -> None:
     )
     admin = Client()
     admin.force_login(root)
-    response = admin.post(f"/admin/tenancy/team/{team.pk}/change/", _change_form(team, cpu=1))
+    published.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin.post(f"/admin/tenancy/team/{team.pk}/change/", _change_form(team, cpu=1))
     assert response.status_code == 200  # the form again, with the error
     assert b"production jobs hold cpu 1.5" in response.content
     assert Quota.objects.get(team=team).cpu == 4
     assert not AuditEntry.objects.filter(action="quota.update").exists()
+    assert not [e for e in published if isinstance(e, events.QuotaChanged)]
 
 
 @pytest.mark.django_db

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-EPSILON = 1e-9
+# Shared with the platform, so the policy and the quotas it enforces compute alike; both
+# modules are pure Python (import-linter checks that the policy reaches no Django).
+from trainhub.jobs.jobspec import PRIORITY_WEIGHTS as PRIORITY_WEIGHTS
+from trainhub.tenancy.resources import EPSILON as EPSILON
+from trainhub.tenancy.resources import UNLIMITED as UNLIMITED
+from trainhub.tenancy.resources import ZERO as ZERO
+from trainhub.tenancy.resources import Resources as Resources
 
-# The same weights as trainhub.jobs.choices.PRIORITY_WEIGHTS (a test keeps them equal); the
-# policy may not import Django, so it carries its own copy.
-PRIORITY_WEIGHTS: dict[str, int] = {
-    "experiment": 10,
-    "offline": 100,
-    "normal": 1000,
-    "production": 10000,
-}
 PRODUCTION = "production"
 
 # Node states as the policy sees them; only READY nodes get new tasks.
@@ -23,44 +20,6 @@ READY, CORDONED, LOST = "ready", "cordoned", "lost"
 # Job states as the policy sees them. STOPPING: preempted, its tasks still checkpointing.
 PENDING, RUNNING, STOPPING = "pending", "running", "stopping"
 COORDINATOR, PS, WORKER = "coordinator", "ps", "worker"
-
-
-@dataclass(frozen=True, slots=True)
-class Resources:
-    cpu: float = 0.0
-    memory_mb: float = 0.0
-    gpu: float = 0.0
-
-    def __add__(self, other: Resources) -> Resources:
-        return Resources(
-            self.cpu + other.cpu, self.memory_mb + other.memory_mb, self.gpu + other.gpu
-        )
-
-    def __sub__(self, other: Resources) -> Resources:
-        return Resources(
-            self.cpu - other.cpu, self.memory_mb - other.memory_mb, self.gpu - other.gpu
-        )
-
-    def times(self, k: float) -> Resources:
-        return Resources(self.cpu * k, self.memory_mb * k, self.gpu * k)
-
-    def fits_in(self, other: Resources) -> bool:
-        return (
-            self.cpu <= other.cpu + EPSILON
-            and self.memory_mb <= other.memory_mb + EPSILON
-            and self.gpu <= other.gpu + EPSILON
-        )
-
-    def as_tuple(self) -> tuple[float, float, float]:
-        return (self.cpu, self.memory_mb, self.gpu)
-
-    @property
-    def is_zero(self) -> bool:
-        return self.cpu <= EPSILON and self.memory_mb <= EPSILON and self.gpu <= EPSILON
-
-
-ZERO = Resources()
-UNLIMITED = Resources(math.inf, math.inf, math.inf)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,41 +1,69 @@
-"""Django admin for teams: members, quota and priority caps edited inline.
+"""Django admin for teams (members, quota and priority caps edited inline) and users.
 
-It lives here, on top of the apps, rather than in tenancy: validating a quota needs what
-the team's production jobs hold, which only the jobs app knows. Every save goes through
-the tenancy services, so each change is validated, audited and triggers a scheduling cycle.
+Every save goes through the tenancy services, so each change is validated, audited and
+published (`QuotaChanged`: the scheduler applies a new quota in its next cycle).
+
+Two things shown and checked here are measured by the jobs app, which sits above
+tenancy: what a team's jobs use, and what its production jobs hold (a quota may not go
+below that). They are read through the function named by `settings.TEAM_USAGE_READER`
+(`trainhub.jobs.usage.quota_usage`), the way `EVENT_HANDLERS` names upper-layer code,
+so tenancy never imports jobs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
 from django.http import HttpRequest
+from django.utils.module_loading import import_string
 
-from trainhub.audit.services import record_change
-from trainhub.jobs.usage import held_by, quota_usage
-from trainhub.tenancy.choices import Priority, Role
-from trainhub.tenancy.models import Membership, PriorityCap, Quota, Team
-from trainhub.tenancy.resources import LimitResources, Resources, describe
-from trainhub.tenancy.services import (
+from .choices import Priority, Role
+from .models import Membership, PriorityCap, Quota, Team
+from .resources import LimitResources, Resources, describe
+from .services import (
     QuotaValues,
     TenancyError,
     add_member,
     create_team,
     remove_member,
     rename_team,
+    save_user,
     set_priority_caps,
     set_quota,
 )
 
 
+class TeamUsage(Protocol):
+    """A team's use of the cluster, as `trainhub.jobs.usage.QuotaUsage` reports it."""
+
+    @property
+    def used(self) -> Resources: ...
+    @property
+    def within_quota(self) -> Resources: ...
+    @property
+    def borrowed(self) -> Resources: ...
+    @property
+    def lent(self) -> Resources: ...
+    @property
+    def held_by_priority(self) -> Mapping[str, Resources]: ...
+
+
+def _team_usage(team_id: int) -> TeamUsage:
+    reader: Callable[[Iterable[int]], Mapping[int, TeamUsage]]
+    reader = import_string(settings.TEAM_USAGE_READER)
+    return reader([team_id])[team_id]
+
+
 def _production_held(team: Team | None) -> Resources | None:
     if team is None or team.pk is None:
         return None
-    return held_by([team.pk]).get(team.pk, {}).get(Priority.PRODUCTION)
+    return _team_usage(team.pk).held_by_priority.get(Priority.PRODUCTION)
 
 
 class QuotaForm(forms.ModelForm):
@@ -127,7 +155,7 @@ class TeamAdmin(admin.ModelAdmin):
 
     @admin.display(description="Usage")
     def usage_summary(self, team: Team) -> str:
-        usage = quota_usage([team.pk])[team.pk]
+        usage = _team_usage(team.pk)
         return (
             f"used: {describe(usage.used)} — within quota: {describe(usage.within_quota)} — "
             f"borrowed: {describe(usage.borrowed)} — lent: {describe(usage.lent)}"
@@ -167,16 +195,8 @@ class TeamAdmin(admin.ModelAdmin):
                 team=team,
                 values=QuotaValues(
                     nominal=Resources(data["cpu"], data["memory_mb"], data["gpu"]),
-                    borrowing_limit=LimitResources(
-                        data.get("borrowing_limit_cpu"),
-                        data.get("borrowing_limit_memory_mb"),
-                        data.get("borrowing_limit_gpu"),
-                    ),
-                    lending_limit=LimitResources(
-                        data.get("lending_limit_cpu"),
-                        data.get("lending_limit_memory_mb"),
-                        data.get("lending_limit_gpu"),
-                    ),
+                    borrowing_limit=_limit(data, "borrowing_limit_"),
+                    lending_limit=_limit(data, "lending_limit_"),
                 ),
                 actor=request.user,
                 held_by_production=_production_held(team),
@@ -184,11 +204,7 @@ class TeamAdmin(admin.ModelAdmin):
 
     def _save_caps(self, request: HttpRequest, team: Team, formset: Any) -> None:
         caps = {
-            f.cleaned_data["priority"]: LimitResources(
-                f.cleaned_data.get("cpu"),
-                f.cleaned_data.get("memory_mb"),
-                f.cleaned_data.get("gpu"),
-            )
+            f.cleaned_data["priority"]: _limit(f.cleaned_data)
             for f in formset.forms
             if f.cleaned_data
             and not f.cleaned_data.get("DELETE")
@@ -210,25 +226,18 @@ class TeamAdmin(admin.ModelAdmin):
                 )
 
 
-class AuditedUserAdmin(UserAdmin):
-    """Django's user admin, with changes of the platform-admin role in the audit log."""
+def _limit(data: Mapping[str, Any], prefix: str = "") -> LimitResources:
+    """The limits in a form's cleaned data (`<prefix>cpu` …); an empty field is no limit."""
+    return LimitResources(
+        data.get(f"{prefix}cpu"), data.get(f"{prefix}memory_mb"), data.get(f"{prefix}gpu")
+    )
 
-    _AUDITED = ("is_active", "is_staff", "is_superuser")
+
+class AuditedUserAdmin(UserAdmin):
+    """Django's user admin, saving through `save_user` so platform-role changes are audited."""
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        before = (
-            dict(User.objects.filter(pk=obj.pk).values(*self._AUDITED).first() or {})
-            if change
-            else None
-        )
-        super().save_model(request, obj, form, change)
-        record_change(
-            actor=request.user,
-            action="user.roles" if change else "user.create",
-            target=obj,
-            before=before,
-            after={name: getattr(obj, name) for name in self._AUDITED},
-        )
+        save_user(user=obj, actor=request.user)
 
 
 admin.site.unregister(User)
