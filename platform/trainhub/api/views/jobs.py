@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from trainhub.jobs.filters import JobFilter
 from trainhub.jobs.models import Job, Task
+from trainhub.jobs.policies import can_cancel, can_clone, can_scale
 from trainhub.jobs.services import (
     JobStateError,
     PriorityCapExceeded,
@@ -36,7 +37,6 @@ from trainhub.telemetry.selectors import log_lines, metric_series
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_submit, can_view_team
 
-from ..policies import can_cancel, can_clone, can_scale
 from ..serializers.jobs import (
     CloneRequestSerializer,
     JobEventSerializer,
