@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import submit_job
-from trainhub.jobs.spec import JobSpecSerializer
+from trainhub.jobs.spec import parse_job_spec
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, enroll_node
 from trainhub.tenancy.choices import Role
@@ -73,14 +73,8 @@ def spec(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-class _Request:
-    def __init__(self, user: User) -> None:
-        self.user = user
-
-
 def make_job(user: User, **overrides: Any) -> Job:
-    serializer = JobSpecSerializer(data=spec(**overrides), context={"request": _Request(user)})
-    serializer.is_valid(raise_exception=True)
-    from trainhub.api.views import _plain
-
-    return submit_job(user=user, spec=_plain(serializer.validated_data), now=timezone.now())
+    """A pending job submitted by `user`, from `spec(**overrides)` validated as the API does."""
+    return submit_job(
+        user=user, spec=parse_job_spec(spec(**overrides), user=user), now=timezone.now()
+    )
