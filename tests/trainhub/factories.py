@@ -7,8 +7,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.utils import timezone
+from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.models import Job
-from trainhub.jobs.services import submit_job
+from trainhub.jobs.services import Placement, submit_job
 from trainhub.jobs.spec import parse_job_spec
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, enroll_node
@@ -78,3 +79,52 @@ def make_job(user: User, **overrides: Any) -> Job:
     return submit_job(
         user=user, spec=parse_job_spec(spec(**overrides), user=user), now=timezone.now()
     )
+
+
+def gang_placements(
+    job: Job, node: Node, *, workers: int | None = None, borrowed: bool = False
+) -> list[Placement]:
+    """Everything a job's gang start places, all on `node`: coordinator, every PS shard
+    and `workers` workers (default: the spec's minimum), sized as the spec asks."""
+    spec = job.job_spec
+    placements = [
+        Placement(
+            TaskRole.COORDINATOR,
+            0,
+            node.pk,
+            None,
+            spec.coordinator.resources.cpu,
+            spec.coordinator.resources.memory_mb,
+            borrowed=borrowed,
+        )
+    ]
+    port = 41000
+    for index in range(spec.parameter_servers.replicas):
+        resources = spec.parameter_servers.resources
+        placements.append(
+            Placement(
+                TaskRole.PS,
+                index,
+                node.pk,
+                port,
+                resources.cpu,
+                resources.memory_mb,
+                borrowed=borrowed,
+            )
+        )
+        port += 1
+    for index in range(spec.workers.min if workers is None else workers):
+        resources = spec.workers.resources
+        placements.append(
+            Placement(
+                TaskRole.WORKER,
+                index,
+                node.pk,
+                port,
+                resources.cpu,
+                resources.memory_mb,
+                borrowed=borrowed,
+            )
+        )
+        port += 1
+    return placements
