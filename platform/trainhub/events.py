@@ -42,6 +42,15 @@ class JobStateChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class JobPendingReasonChanged:
+    """Why a pending job is still waiting changed (the scheduler's cycle says so); the job's
+    state did not change, so this is no reason to run another cycle."""
+
+    job_id: int
+    pending_reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class JobEventRecorded:
     """A line of the job's event history (`JobEvent`)."""
 
@@ -105,6 +114,7 @@ class LogLinesIngested:
 Event = (
     JobSubmitted
     | JobStateChanged
+    | JobPendingReasonChanged
     | JobEventRecorded
     | JobScaled
     | TaskStateChanged
@@ -116,14 +126,17 @@ Event = (
 )
 Handler = Callable[[Event], None]
 
-_handlers: list[Handler] | None = None
+# The handlers imported, keyed by the setting they came from: a test that overrides
+# EVENT_HANDLERS gets its own handlers without resetting anything.
+_handlers: tuple[tuple[str, ...], list[Handler]] = ((), [])
 
 
 def _load_handlers() -> list[Handler]:
     global _handlers
-    if _handlers is None:
-        _handlers = [import_string(path) for path in settings.EVENT_HANDLERS]
-    return _handlers
+    paths = tuple(settings.EVENT_HANDLERS)
+    if paths != _handlers[0]:
+        _handlers = (paths, [import_string(path) for path in paths])
+    return _handlers[1]
 
 
 def deliver(event: Event) -> None:

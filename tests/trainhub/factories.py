@@ -7,9 +7,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.utils import timezone
+from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.models import Job
-from trainhub.jobs.services import submit_job
-from trainhub.jobs.spec import JobSpecSerializer
+from trainhub.jobs.services import Placement, submit_job
+from trainhub.jobs.spec import parse_job_spec
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, enroll_node
 from trainhub.tenancy.choices import Role
@@ -73,14 +74,57 @@ def spec(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-class _Request:
-    def __init__(self, user: User) -> None:
-        self.user = user
-
-
 def make_job(user: User, **overrides: Any) -> Job:
-    serializer = JobSpecSerializer(data=spec(**overrides), context={"request": _Request(user)})
-    serializer.is_valid(raise_exception=True)
-    from trainhub.api.views import _plain
+    """A pending job submitted by `user`, from `spec(**overrides)` validated as the API does."""
+    return submit_job(
+        user=user, spec=parse_job_spec(spec(**overrides), user=user), now=timezone.now()
+    )
 
-    return submit_job(user=user, spec=_plain(serializer.validated_data), now=timezone.now())
+
+def gang_placements(
+    job: Job, node: Node, *, workers: int | None = None, borrowed: bool = False
+) -> list[Placement]:
+    """Everything a job's gang start places, all on `node`: coordinator, every PS shard
+    and `workers` workers (default: the spec's minimum), sized as the spec asks."""
+    spec = job.job_spec
+    placements = [
+        Placement(
+            TaskRole.COORDINATOR,
+            0,
+            node.pk,
+            None,
+            spec.coordinator.resources.cpu,
+            spec.coordinator.resources.memory_mb,
+            borrowed=borrowed,
+        )
+    ]
+    port = 41000
+    for index in range(spec.parameter_servers.replicas):
+        resources = spec.parameter_servers.resources
+        placements.append(
+            Placement(
+                TaskRole.PS,
+                index,
+                node.pk,
+                port,
+                resources.cpu,
+                resources.memory_mb,
+                borrowed=borrowed,
+            )
+        )
+        port += 1
+    for index in range(spec.workers.min if workers is None else workers):
+        resources = spec.workers.resources
+        placements.append(
+            Placement(
+                TaskRole.WORKER,
+                index,
+                node.pk,
+                port,
+                resources.cpu,
+                resources.memory_mb,
+                borrowed=borrowed,
+            )
+        )
+        port += 1
+    return placements

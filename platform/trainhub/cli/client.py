@@ -11,10 +11,13 @@ import argparse
 import getpass
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from trainhub.jobs.jobspec import JobSpec
 
 from . import config
 from .api_client import ApiClient, ApiError
@@ -126,16 +129,17 @@ def login(args: argparse.Namespace) -> None:
 
 def submit(args: argparse.Namespace) -> None:
     try:
-        spec = yaml.safe_load(args.spec.read_text())
+        document = yaml.safe_load(args.spec.read_text())
     except OSError as exc:
         raise CommandError(f"cannot read {args.spec}: {exc.strerror}", EXIT_USAGE) from exc
     except yaml.YAMLError as exc:
         raise CommandError(f"{args.spec} is not valid YAML: {exc}", EXIT_USAGE) from exc
-    if not isinstance(spec, dict):
+    if not isinstance(document, dict):
         raise CommandError(f"{args.spec} must hold a mapping (the job spec)", EXIT_USAGE)
     if args.team:
-        spec["team"] = args.team
-    job = _client().post("/jobs/", spec)
+        document["team"] = args.team
+    # Sent as written: the server validates it and answers with errors naming the fields.
+    job = _client().post("/jobs/", document)
     if args.json:
         print_json(job)
     else:
@@ -175,10 +179,10 @@ def jobs(args: argparse.Namespace) -> None:
 
 
 def _workers(job: dict[str, Any]) -> str:
-    bounds = job["spec"]["workers"]
+    bounds = JobSpec.from_dict(job["spec"]).workers
     running = sum(1 for t in job["tasks"] if t["role"] == "worker" and t["state"] == "running")
-    target = job["target_workers"] or bounds["min"]
-    return f"{running}/{target} ({bounds['min']}-{bounds['max']})"
+    target = job["target_workers"] or bounds.min
+    return f"{running}/{target} ({bounds.min}-{bounds.max})"
 
 
 def describe(args: argparse.Namespace) -> None:
@@ -188,7 +192,7 @@ def describe(args: argparse.Namespace) -> None:
     if args.json:
         print_json({**job, "events": events})
         return
-    spec = job["spec"]
+    spec = JobSpec.from_dict(job["spec"])
     print(f"Job {job['id']}: {job['name']}")
     print(f"  team:       {job['team']}   priority: {job['priority']}")
     print(f"  state:      {job['state']}")
@@ -197,14 +201,14 @@ def describe(args: argparse.Namespace) -> None:
     if job["message"]:
         print(f"  message:    {job['message']}")
     print(f"  submitted:  {job['created_at']} by {job['submitted_by']}")
-    print(f"  entrypoint: {spec['entrypoint']}")
+    print(f"  entrypoint: {spec.entrypoint}")
     print(
         f"  workers:    {_workers(job)} running/target (min-max), "
-        f"{amount(spec['workers']['resources'])} each"
+        f"{amount(asdict(spec.workers.resources))} each"
     )
     print(
-        f"  PS shards:  {spec['parameter_servers']['replicas']}, "
-        f"{amount(spec['parameter_servers']['resources'])} each"
+        f"  PS shards:  {spec.parameter_servers.replicas}, "
+        f"{amount(asdict(spec.parameter_servers.resources))} each"
     )
     if job["tasks"]:
         print("\nTasks:")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from django.conf import settings
 from django.db import models
 
@@ -9,6 +11,7 @@ from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Team
 
 from .choices import DesiredState, JobState, Priority, TaskRole, TaskState
+from .jobspec import JobSpec
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -60,6 +63,11 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
+
+    @cached_property
+    def job_spec(self) -> JobSpec:
+        """The stored spec, typed (a job's spec never changes after it is submitted)."""
+        return JobSpec.from_dict(self.spec)
 
 
 class Task(models.Model):

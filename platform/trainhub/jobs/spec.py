@@ -1,4 +1,9 @@
-"""Validation of the job spec (v1, DESIGN.md §2): every error names its field."""
+"""Validation of the job spec (v1, DESIGN.md §2): every error names its field.
+
+This is the boundary: what a person or script sent (API, CLI, web) comes in as a document,
+`parse_job_spec` (or `JobSpecSerializer(...).spec`) hands back a typed `JobSpec`, and
+everything after it reads attributes.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +18,13 @@ from trainhub.tenancy.models import Team
 from trainhub.tenancy.selectors import can_submit, role_in
 
 from .choices import Priority
+from .jobspec import JobSpec
 
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(serializers.Serializer[Any]):
     """Rejects fields it does not know, so a typo is an error instead of a silent default."""
 
     def to_internal_value(self, data: Any) -> Any:
@@ -66,21 +72,38 @@ class CoordinatorSerializer(StrictSerializer):
     resources = CpuResourcesSerializer(required=False)
 
 
-def _defaults(serializer_class: type[serializers.Serializer]) -> dict[str, Any]:
+def _defaults(serializer_class: type[serializers.Serializer[Any]]) -> dict[str, Any]:
     """What a section holds when the spec omits it: every field at its default."""
     serializer = serializer_class(data={})
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
 
 
-_SECTIONS: dict[str, tuple[type[serializers.Serializer], type[serializers.Serializer]]] = {
+_SECTIONS: dict[
+    str, tuple[type[serializers.Serializer[Any]], type[serializers.Serializer[Any]]]
+] = {
     "parameter_servers": (ParameterServersSerializer, CpuResourcesSerializer),
     "workers": (WorkersSerializer, ResourcesSerializer),
     "coordinator": (CoordinatorSerializer, CpuResourcesSerializer),
 }
 
 
+def parse_job_spec(data: Any, *, user: object) -> JobSpec:
+    """Validate a spec document sent by `user` and return it typed.
+
+    Raises:
+        serializers.ValidationError: a field is unknown, of the wrong type, out of range,
+            names a team `user` may not submit to, or asks for more than any node has;
+            the error's detail names the field.
+    """
+    serializer = JobSpecSerializer(data=data, context={"user": user})
+    serializer.is_valid(raise_exception=True)
+    return serializer.spec
+
+
 class JobSpecSerializer(StrictSerializer):
+    """The job spec's validator. Context: `user` (the submitter), or a DRF `request`."""
+
     name = serializers.CharField(max_length=100)
     team = serializers.SlugField(max_length=63)
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
@@ -107,9 +130,12 @@ class JobSpecSerializer(StrictSerializer):
             )
         return value
 
+    def validate_args(self, value: dict[str, Any]) -> dict[str, Any]:
+        _no_null_characters(value)
+        return value
+
     def validate_team(self, value: str) -> str:
-        request = self.context.get("request")
-        user = getattr(request, "user", None)
+        user = self.context.get("user") or getattr(self.context.get("request"), "user", None)
         team = Team.objects.filter(slug=value).first()
         if team is None or (
             not getattr(user, "is_superuser", False) and role_in(user, team) is None
@@ -125,15 +151,33 @@ class JobSpecSerializer(StrictSerializer):
             attrs[section]["resources"] = dict(
                 attrs[section].get("resources") or _defaults(resources_class)
             )
-        _check_fits_some_node(attrs)
+        _check_fits_some_node(JobSpec.from_dict(attrs))
         return attrs
 
+    @property
+    def spec(self) -> JobSpec:
+        """The validated spec, typed (call `is_valid()` first)."""
+        return JobSpec.from_dict(self.validated_data)
 
-def _check_fits_some_node(spec: dict[str, Any]) -> None:
+
+def _no_null_characters(data: Any) -> None:
+    """PostgreSQL's JSON cannot store NUL characters: refuse them instead of failing."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            _no_null_characters(key)
+            _no_null_characters(value)
+    elif isinstance(data, list):
+        for value in data:
+            _no_null_characters(value)
+    elif isinstance(data, str) and "\x00" in data:
+        raise serializers.ValidationError("Null characters are not allowed.")
+
+
+def _check_fits_some_node(spec: JobSpec) -> None:
     """Reject requests that no registered node could ever hold."""
     largest = Node.objects.aggregate(cpu=Max("cpus"), memory=Max("memory_mb"))
     max_gpus = max((len(n) for n in Node.objects.values_list("gpus", flat=True)), default=0)
-    gpu = spec["workers"]["resources"]["gpu"]
+    gpu = spec.workers.resources.gpu
     if gpu > max_gpus:
         raise serializers.ValidationError(
             {
@@ -148,15 +192,22 @@ def _check_fits_some_node(spec: dict[str, Any]) -> None:
         )
     if largest["cpu"] is None:
         return  # no nodes yet: the job waits for one, with a pending reason
-    for section in ("parameter_servers", "workers", "coordinator"):
-        res = spec[section]["resources"]
-        for field, have in (("cpu", largest["cpu"]), ("memory_mb", largest["memory"])):
-            if res[field] > have:
+    sections = {
+        "parameter_servers": spec.parameter_servers.resources,
+        "workers": spec.workers.resources,
+        "coordinator": spec.coordinator.resources,
+    }
+    for section, res in sections.items():
+        for field, asked, have in (
+            ("cpu", res.cpu, largest["cpu"]),
+            ("memory_mb", res.memory_mb, largest["memory"]),
+        ):
+            if asked > have:
                 raise serializers.ValidationError(
                     {
                         section: {
                             "resources": {
-                                field: [f"{res[field]} requested, but the largest node has {have}."]
+                                field: [f"{asked} requested, but the largest node has {have}."]
                             }
                         }
                     }

@@ -9,28 +9,28 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from trainhub.tenancy.models import Quota
 from trainhub.tenancy.resources import RESOURCE_NAMES, Resources
 
 from .choices import JOB_ACTIVE, TASK_ACTIVE
+from .jobspec import JobSpec
 from .models import Job, Task
 
 
-def job_request(spec: dict[str, Any], workers: int | None = None) -> Resources:
+def job_request(spec: JobSpec, workers: int | None = None) -> Resources:
     """What a job with this spec asks for: coordinator, every PS shard and `workers`
     workers (default: the spec's minimum)."""
-    coordinator = spec["coordinator"]["resources"]
-    ps = spec["parameter_servers"]
-    worker = spec["workers"]["resources"]
-    count = spec["workers"]["min"] if workers is None else workers
+    coordinator = spec.coordinator.resources
+    ps = spec.parameter_servers
+    worker = spec.workers.resources
+    count = spec.workers.min if workers is None else workers
     return Resources(
-        cpu=coordinator["cpu"] + ps["replicas"] * ps["resources"]["cpu"] + count * worker["cpu"],
-        memory_mb=coordinator["memory_mb"]
-        + ps["replicas"] * ps["resources"]["memory_mb"]
-        + count * worker["memory_mb"],
-        gpu=count * worker.get("gpu", 0),
+        cpu=coordinator.cpu + ps.replicas * ps.resources.cpu + count * worker.cpu,
+        memory_mb=coordinator.memory_mb
+        + ps.replicas * ps.resources.memory_mb
+        + count * worker.memory_mb,
+        gpu=count * worker.gpu,
     )
 
 
@@ -41,7 +41,7 @@ def requested_at(team_id: int, priority: str, *, exclude_job: int | None = None)
         jobs = jobs.exclude(pk=exclude_job)
     total = Resources()
     for spec, target in jobs.values_list("spec", "target_workers"):
-        total += job_request(spec, target)
+        total += job_request(JobSpec.from_dict(spec), target)
     return total
 
 
@@ -108,7 +108,7 @@ def quota_usage(team_ids: Iterable[int]) -> dict[int, QuotaUsage]:
     for team_id, priority, spec, target in Job.objects.filter(
         team_id__in=wanted, state__in=JOB_ACTIVE
     ).values_list("team_id", "priority", "spec", "target_workers"):
-        requested[team_id][priority] += job_request(spec, target)
+        requested[team_id][priority] += job_request(JobSpec.from_dict(spec), target)
 
     result = {}
     for t in wanted:

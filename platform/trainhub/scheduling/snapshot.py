@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState
+from trainhub.jobs.jobspec import JobSpec, ResourceSpec
 from trainhub.jobs.models import Job, Task
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import Node
@@ -63,10 +64,8 @@ def _limit(value: float | None) -> float:
     return math.inf if value is None else float(value)
 
 
-def _resources(spec: dict[str, Any]) -> policy.Resources:
-    return policy.Resources(
-        float(spec.get("cpu", 0)), float(spec.get("memory_mb", 0)), float(spec.get("gpu", 0))
-    )
+def _resources(asked: ResourceSpec) -> policy.Resources:
+    return policy.Resources(float(asked.cpu), float(asked.memory_mb), float(asked.gpu))
 
 
 def policy_config() -> policy.PolicyConfig:
@@ -124,9 +123,8 @@ _JOB_FIELDS = (
 
 
 def _job(job: dict[str, Any], tasks: list[policy.Task]) -> policy.Job:
-    spec = job["spec"]
-    workers = spec["workers"]
-    low, high = workers["min"], workers["max"]
+    spec = JobSpec.from_dict(job["spec"])
+    low, high = spec.workers.min, spec.workers.max
     last_rescale = ts(job["last_rescale_at"])
     running_workers = sum(1 for t in tasks if t.role == policy.WORKER and not t.stopping)
     target = job["target_workers"]
@@ -137,20 +135,19 @@ def _job(job: dict[str, Any], tasks: list[policy.Task]) -> policy.Job:
         low = min(low, high)
         if running_workers < high:
             last_rescale = None
-    ps = spec["parameter_servers"]
     return policy.Job(
         id=job["id"],
         team=job["team__slug"],
         priority=job["priority"],
         state=_POLICY_STATE.get(job["state"], policy.STOPPING),
         submit_time=job["created_at"].timestamp(),
-        worker=_resources(workers["resources"]),
+        worker=_resources(spec.workers.resources),
         workers_min=low,
         workers_max=high,
-        ps_count=ps["replicas"],
-        ps=_resources(ps["resources"]),
-        coordinator=_resources(spec["coordinator"]["resources"]),
-        freeze_seconds=float(spec.get("freeze_seconds", 0)),
+        ps_count=spec.parameter_servers.replicas,
+        ps=_resources(spec.parameter_servers.resources),
+        coordinator=_resources(spec.coordinator.resources),
+        freeze_seconds=float(spec.freeze_seconds),
         tasks=tuple(tasks),
         vruntime=job["vruntime"],
         last_rescale_time=last_rescale,

@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from trainhub.jobs.filters import JobFilter
 from trainhub.jobs.models import Job, Task
+from trainhub.jobs.policies import can_cancel, can_clone, can_scale
 from trainhub.jobs.services import (
     JobStateError,
     PriorityCapExceeded,
@@ -31,12 +32,11 @@ from trainhub.jobs.services import (
     scale_job,
     submit_job,
 )
-from trainhub.jobs.spec import JobSpecSerializer
+from trainhub.jobs.spec import JobSpecSerializer, parse_job_spec
 from trainhub.telemetry.selectors import log_lines, metric_series
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_submit, can_view_team
 
-from ..policies import can_cancel, can_clone, can_scale
 from ..serializers.jobs import (
     CloneRequestSerializer,
     JobEventSerializer,
@@ -93,13 +93,10 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         _refuse_viewers(request)
-        spec = JobSpecSerializer(data=request.data, context={"request": request})
-        spec.is_valid(raise_exception=True)
-        _no_null_characters(spec.validated_data.get("args"))
+        user = _user(request)
+        spec = parse_job_spec(request.data, user=user)
         try:
-            job = submit_job(
-                user=_user(request), spec=_plain(spec.validated_data), now=timezone.now()
-            )
+            job = submit_job(user=user, spec=spec, now=timezone.now())
         except PriorityCapExceeded as exc:
             return _cap_response(exc)
         return Response(self._body(job, request), status=status.HTTP_201_CREATED)
@@ -157,13 +154,10 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise PermissionDenied("Viewers cannot submit jobs.")
         params = CloneRequestSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        data = {**job.spec, **params.validated_data}
-        spec = JobSpecSerializer(data=data, context={"request": request})
-        spec.is_valid(raise_exception=True)
+        user = _user(request)
+        spec = parse_job_spec({**job.spec, **params.validated_data}, user=user)
         try:
-            new = clone_job(
-                job=job, user=_user(request), spec=_plain(spec.validated_data), now=timezone.now()
-            )
+            new = clone_job(job=job, user=user, spec=spec, now=timezone.now())
         except PriorityCapExceeded as exc:
             return _cap_response(exc)
         return Response(self._body(new, request), status=status.HTTP_201_CREATED)
@@ -203,19 +197,6 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response({"lines": log_lines(job, after_id=int(after))})
 
 
-def _no_null_characters(data: Any, where: str = "args") -> None:
-    """PostgreSQL's JSON cannot store NUL characters: refuse them instead of failing."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            _no_null_characters(key, where)
-            _no_null_characters(value, where)
-    elif isinstance(data, list):
-        for value in data:
-            _no_null_characters(value, where)
-    elif isinstance(data, str) and "\x00" in data:
-        raise serializers.ValidationError({where: ["Null characters are not allowed."]})
-
-
 def _refuse_viewers(request: Request) -> None:
     """403 for a viewer submitting to their team (non-members get the spec's 400)."""
     slug = request.data.get("team") if isinstance(request.data, dict) else None
@@ -240,12 +221,3 @@ def _user(request: Request) -> User:
     """The signed-in user (the view's permissions have already refused anonymous callers)."""
     assert isinstance(request.user, User)
     return request.user
-
-
-def _plain(data: Any) -> Any:
-    """Validated data as plain dicts and lists, for a JSONField."""
-    if isinstance(data, dict):
-        return {k: _plain(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [_plain(v) for v in data]
-    return data

@@ -1,9 +1,11 @@
-"""Who may do what with jobs, as `can_<verb>(user, obj)` functions."""
+"""Who may do what with jobs, as `can_<verb>(user, obj)` functions (the API and the web
+pages ask these)."""
 
 from __future__ import annotations
 
-from trainhub.jobs.models import Job
 from trainhub.tenancy.policies import can_submit
+
+from .models import Job
 
 
 def can_cancel(user: object, job: Job) -> bool:

@@ -1,0 +1,45 @@
+"""Every change to jobs and tasks, one function per state change, by concern:
+
+- `transitions`: the guarded state machine, the event history, the errors;
+- `submission`: submit, clone, scale and cancel (what owners do);
+- `placement`: the scheduler's decisions (place, rescale, pending reasons);
+- `reports`: what agents report about task processes, lost nodes;
+- `preemption`: checkpoint, stop and requeue a running job.
+
+Each publishes domain events (`trainhub.events`) for what happened; upper layers decide
+what that means for browsers, agents and the scheduler.
+"""
+
+from __future__ import annotations
+
+from .placement import Placement, place_job, rescale_workers, set_pending_reasons
+from .preemption import advance_preemption, preempt_job
+from .reports import (
+    EXIT_PS_LOST,
+    record_task_status,
+    release_lost_nodes,
+    settle_unstarted_tasks,
+)
+from .submission import cancel_job, clone_job, scale_job, submit_job
+from .transitions import JobStateError, PriorityCapExceeded, ScaleError, transition_job
+
+__all__ = [
+    "EXIT_PS_LOST",
+    "JobStateError",
+    "Placement",
+    "PriorityCapExceeded",
+    "ScaleError",
+    "advance_preemption",
+    "cancel_job",
+    "clone_job",
+    "place_job",
+    "preempt_job",
+    "record_task_status",
+    "release_lost_nodes",
+    "rescale_workers",
+    "scale_job",
+    "set_pending_reasons",
+    "settle_unstarted_tasks",
+    "submit_job",
+    "transition_job",
+]

@@ -1,0 +1,105 @@
+"""Preemption: a running job checkpoints, stops and goes back to the queue.
+
+Three steps, each its own state change: `preempt_job` asks the coordinator to save a
+checkpoint and stop; `advance_preemption` then stops the PS shards and workers, and once
+every task is gone requeues the job (pending, to resume from its checkpoint).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import F
+
+from ..choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
+from ..models import Job, Task
+from .transitions import notify_nodes, record_event, stop_tasks, transition_job
+
+# A coordinator asked to stop (SIGTERM) exits 0 once it saved a checkpoint
+# (docs/protocol.md §2); anything else means the job resumes from its last periodic one.
+EXIT_STOPPED_AFTER_CHECKPOINT = 0  # same as ps_runtime.taskenv.EXIT_STOPPED_AFTER_CHECKPOINT
+
+
+@transaction.atomic
+def preempt_job(
+    *, job: Job, grace_seconds: float, reason: str, now: datetime, actor: str = "scheduler"
+) -> bool:
+    """Preempt a running job: its coordinator is asked to save a checkpoint and stop within
+    `grace_seconds` while the PS shards and workers keep serving; then they are stopped
+    too and the job is requeued (`advance_preemption`). False if the job is not running.
+    """
+    if not transition_job(
+        job,
+        JobState.PREEMPTED,
+        reason=f"{reason}; asking its coordinator to save a checkpoint and stop "
+        f"(grace {grace_seconds:g} s)",
+        actor=actor,
+        now=now,
+        preempted_at=now,
+        preemptions=F("preemptions") + 1,
+    ):
+        return False
+    coordinator = Task.objects.filter(
+        job=job, role=TaskRole.COORDINATOR, state__in=TASK_ACTIVE, desired=DesiredState.RUN
+    )
+    node_ids = list(coordinator.values_list("node_id", flat=True))
+    if node_ids:
+        coordinator.update(desired=DesiredState.STOP)
+        notify_nodes(node_ids)
+    else:
+        advance_preemption(job, now=now)
+    return True
+
+
+def record_coordinator_stopped(
+    job: Job, exit_code: int | None, *, actor: str, now: datetime
+) -> None:
+    """Note in the job's history whether its stopped coordinator saved a checkpoint."""
+    if exit_code == EXIT_STOPPED_AFTER_CHECKPOINT:
+        reason = "the coordinator saved a checkpoint and stopped"
+    else:
+        reason = (
+            f"the coordinator stopped without a new checkpoint (exit code {exit_code}); "
+            "the job will resume from its last periodic checkpoint"
+        )
+    record_event(job, kind="checkpoint", reason=reason, actor=actor, now=now)
+
+
+def advance_preemption(job: Job, *, now: datetime, grace_seconds: float | None = None) -> None:
+    """Move a preempted job on: once its coordinator is gone (or overdue by the grace
+    period), stop the PS shards and workers; once every task is gone, requeue the job.
+    Does nothing to a job that is not preempted."""
+    job.refresh_from_db()
+    if job.state != JobState.PREEMPTED:
+        return
+    active = Task.objects.filter(job=job, state__in=TASK_ACTIVE)
+    coordinator_active = active.filter(role=TaskRole.COORDINATOR).exists()
+    overdue = (
+        grace_seconds is not None
+        and job.preempted_at is not None
+        and (now - job.preempted_at).total_seconds() > grace_seconds
+    )
+    if active.filter(desired=DesiredState.RUN).exists() and (not coordinator_active or overdue):
+        record_event(
+            job,
+            kind="stop",
+            reason="stopping its parameter servers and workers",
+            actor="scheduler",
+            now=now,
+        )
+        stop_tasks(job)
+        return
+    if active.exists():
+        return
+    # JobStateChanged(pending) tells the scheduler there is a job to place again.
+    transition_job(
+        job,
+        JobState.PENDING,
+        reason="requeued; it resumes from its checkpoint when it starts again",
+        actor="scheduler",
+        now=now,
+        pending_since=now,
+        preempted_at=None,
+        pending_reason="requeued after a preemption",
+    )

@@ -1,0 +1,179 @@
+"""What agents report about task processes, and what the job does about it: run, finish,
+restart after a failure, or fail. Also tasks whose node was lost or never started them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
+from ..models import Job, Task
+from .placement import new_attempt
+from .preemption import advance_preemption, record_coordinator_stopped
+from .transitions import notify_nodes, publish_task_state, record_event, transition_job
+
+# The coordinator's exit code for "a parameter server was lost" (docs/protocol.md §2).
+EXIT_PS_LOST = 75  # same as ps_runtime.taskenv.EXIT_PS_LOST
+
+
+@transaction.atomic
+def record_task_status(
+    *,
+    node_id: int,
+    task_id: int,
+    attempt: int,
+    state: TaskState,
+    exit_code: int | None,
+    message: str,
+    now: datetime,
+) -> None:
+    """Apply what an agent reported about one of its task processes.
+
+    A report about an earlier attempt, another node's task or a task already over is
+    ignored: agents re-send reports, and a restarted task has a new attempt number.
+    """
+    task = (
+        Task.objects.select_for_update()
+        .select_related("job")
+        .filter(pk=task_id, node_id=node_id, attempt=attempt)
+        .first()
+    )
+    if task is None or task.state not in TASK_ACTIVE:
+        return
+    updates: dict[str, Any] = {"state": state}
+    if state == TaskState.RUNNING:
+        updates["started_at"] = now
+    else:
+        updates.update(finished_at=now, exit_code=exit_code, message=message[:2000])
+    Task.objects.filter(pk=task.pk).update(**updates)
+    publish_task_state(task, state)
+    actor = f"node {node_id}"
+    if state == TaskState.RUNNING:
+        _running(task.job, actor=actor, now=now)
+    else:
+        _ended(task, state, exit_code, message, actor=actor, now=now)
+
+
+def _running(job: Job, *, actor: str, now: datetime) -> None:
+    """The job runs once every task it wants is running."""
+    wanted = Task.objects.filter(job=job, desired=DesiredState.RUN)
+    if not wanted.exclude(state=TaskState.RUNNING).exists():
+        transition_job(job, JobState.RUNNING, reason="all tasks running", actor=actor, now=now)
+
+
+def _ended(
+    task: Task,
+    state: TaskState,
+    exit_code: int | None,
+    message: str,
+    *,
+    actor: str,
+    now: datetime,
+) -> None:
+    """A task process is over: the job succeeds, restarts, fails, or carries on."""
+    job = task.job
+    if job.state == JobState.PREEMPTED:
+        if task.role == TaskRole.COORDINATOR:
+            record_coordinator_stopped(job, exit_code, actor=actor, now=now)
+        advance_preemption(job, now=now)
+        return
+    if state == TaskState.STOPPED or task.desired == DesiredState.STOP:
+        return  # asked to stop, and it did
+    if job.state not in JOB_PLACED:
+        return
+    if task.role == TaskRole.COORDINATOR and state == TaskState.SUCCEEDED:
+        transition_job(
+            job, JobState.SUCCEEDED, reason="coordinator exited with code 0", actor=actor, now=now
+        )
+        return
+    what = f"{task.role} {task.index} exited with code {exit_code}"
+    detail = f"{what}: {message}" if message else what
+    max_restarts = job.job_spec.max_restarts
+    restartable = task.role != TaskRole.COORDINATOR or exit_code == EXIT_PS_LOST
+    if restartable and job.restarts < max_restarts:
+        _restart_after_failure(job, task, detail, actor=actor, now=now)
+        return
+    if restartable and max_restarts:
+        detail = f"{detail} (after {job.restarts} restarts, the spec's max_restarts)"
+    transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
+
+
+def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now: datetime) -> None:
+    """A lost worker is relaunched alone (the coordinator re-runs its closures); a lost PS
+    restarts every task, and the coordinator resumes from the job's last checkpoint."""
+    Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
+    count = f"restart {job.restarts + 1} of {job.job_spec.max_restarts}"
+    if task.role == TaskRole.WORKER:
+        new_attempt(Task.objects.filter(pk=task.pk))
+        record_event(
+            job, kind="restart", reason=f"{detail}; relaunching it ({count})", actor=actor, now=now
+        )
+        notify_nodes([task.node_id])
+        return
+    transition_job(
+        job,
+        JobState.RESTARTING,
+        reason=f"{detail}; restarting the job from its last checkpoint ({count})",
+        actor=actor,
+        now=now,
+    )
+    tasks = Task.objects.filter(job=job, desired=DesiredState.RUN)  # not scaled-away workers
+    new_attempt(tasks)
+    notify_nodes(tasks.values_list("node_id", flat=True))
+
+
+@transaction.atomic
+def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: datetime) -> int:
+    """End the tasks of nodes not heard from in time; their running jobs fail with the reason.
+
+    Returns how many tasks were ended.
+    """
+    tasks = list(
+        Task.objects.select_for_update()
+        .filter(node_id__in=lost_node_ids, state__in=TASK_ACTIVE)
+        .select_related("job", "node")
+    )
+    for task in tasks:
+        stopping = task.desired == DesiredState.STOP
+        hostname = task.node.hostname if task.node else "?"
+        reason = f"node {hostname} lost: no heartbeat for {lost_after_s:g} s"
+        state = TaskState.STOPPED if stopping else TaskState.FAILED
+        Task.objects.filter(pk=task.pk).update(state=state, finished_at=now, message=reason)
+        publish_task_state(task, state)
+        if not stopping and task.job.state in JOB_PLACED:
+            transition_job(
+                task.job, JobState.FAILED, reason=reason, actor="scheduler", now=now, message=reason
+            )
+    return len(tasks)
+
+
+@transaction.atomic
+def settle_unstarted_tasks(*, node_id: int, live: set[tuple[Any, Any]], now: datetime) -> int:
+    """Tasks stopped before their agent started them will never be reported on: once the
+    node's heartbeat (its live task attempts) shows they are not running, they are
+    stopped. Returns how many were."""
+    settled = 0
+    # Twice: stopping a preempted job's coordinator this way stops its PS and workers.
+    for _ in range(2):
+        unstarted = [
+            t
+            for t in Task.objects.select_for_update()
+            .filter(node_id=node_id, state=TaskState.ASSIGNED, desired=DesiredState.STOP)
+            .select_related("job")
+            if (t.pk, t.attempt) not in live
+        ]
+        if not unstarted:
+            break
+        Task.objects.filter(pk__in=[t.pk for t in unstarted]).update(
+            state=TaskState.STOPPED, finished_at=now, message="stopped before it started"
+        )
+        for task in unstarted:
+            publish_task_state(task, TaskState.STOPPED)
+        for job in {t.job_id: t.job for t in unstarted}.values():
+            if job.state == JobState.PREEMPTED:
+                advance_preemption(job, now=now)
+        settled += len(unstarted)
+    return settled
