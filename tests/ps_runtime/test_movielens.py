@@ -11,8 +11,6 @@ from ps_runtime.checkpoint_manager import CheckpointManager
 from ps_runtime.examples import movielens
 from ps_runtime.stop_request import StopRequested
 
-ML100K = Path("/work/shared/datasets/ml-100k")
-
 
 def test_reads_u_data_and_ratings_csv(tmp_path: Path) -> None:
     (tmp_path / "u.data").write_text("1\t10\t4\t881250949\n2\t20\t3\t881250950\n")
@@ -59,10 +57,33 @@ def test_train_in_process_on_synthetic_data(capsys: pytest.CaptureFixture[str]) 
     assert '"test_rmse"' in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not (ML100K / "u.data").exists(), reason="shared ml-100k not present")
-def test_ml100k_five_epochs_reaches_target() -> None:
-    result = movielens.train(data=str(ML100K / "u.data"), epochs=5, report_every=1000)
-    assert result["test_rmse"] < 0.98
+def _write_u_data(path: Path, seed: int = 7, users: int = 300, items: int = 500) -> float:
+    """20,000 ratings in ml-100k's `u.data` format (user, item, rating, timestamp; tabs),
+    from hidden rank-3 tastes plus biases and noise; returns the ratings' standard deviation
+    (the RMSE of always predicting the mean)."""
+    rng = np.random.default_rng(seed)
+    n, rank = 20_000, 3
+    p, q = rng.normal(0, 0.7, (users, rank)), rng.normal(0, 0.7, (items, rank))
+    bu, bi = rng.normal(0, 0.5, users), rng.normal(0, 0.5, items)
+    u, i = rng.integers(0, users, n), rng.integers(0, items, n)
+    raw = 3.6 + bu[u] + bi[i] + np.sum(p[u] * q[i], axis=1) + rng.normal(0, 0.3, n)
+    ratings = np.clip(np.rint(raw), 1, 5).astype(int)
+    stamps = 874_724_710 + np.sort(rng.integers(0, 10**7, n))
+    path.write_text(
+        "".join(
+            f"{a}\t{b}\t{c}\t{d}\n"
+            for a, b, c, d in zip(u + 1, i + 1, ratings, stamps, strict=True)
+        )
+    )
+    return float(ratings.std())
+
+
+def test_five_epochs_on_a_u_data_file_learn_the_ratings(tmp_path: Path) -> None:
+    baseline = _write_u_data(tmp_path / "u.data")
+    result = movielens.train(data=str(tmp_path / "u.data"), epochs=5, report_every=1000)
+    # 32 batches of 512 hold the file's 16,000 training ratings (80 %), not synthetic data.
+    assert result["examples_per_epoch"] == 32 * 512
+    assert result["test_rmse"] < 0.75 * baseline
 
 
 def test_a_stop_mid_epoch_saves_there_and_the_rerun_finishes_the_epochs(

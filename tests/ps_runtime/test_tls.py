@@ -2,37 +2,34 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
+import trustme
 
 from ps_runtime.cluster import LocalCluster
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.strategy import ParameterServerStrategy
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
-
-def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+def _certificates(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A test CA and a server certificate it signed for 127.0.0.1 and localhost."""
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key, ca_cert = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    server.cert_chain_pems[0].write_to_path(str(cert))
+    server.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_cert))
+    return cert, key, ca_cert
 
 
 def test_tls_cluster_serves_over_tls_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key, ca = _certificates(tmp_path)
     monkeypatch.setenv("TRAINHUB_TLS_CERT", str(cert))
     monkeypatch.setenv("TRAINHUB_TLS_KEY", str(key))
-    monkeypatch.setenv("TRAINHUB_TLS_CA", str(cert))
+    monkeypatch.setenv("TRAINHUB_TLS_CA", str(ca))
     with LocalCluster(num_ps=1) as cluster:
         strategy = ParameterServerStrategy(cluster.resolver)
         t = strategy.create_table("t", 2, initializer="zeros")

@@ -1,4 +1,5 @@
-"""The simulator and the trace converters, on a synthetic trace (and the real ones if present)."""
+"""The simulator and the trace converters, on a synthetic trace and on small samples of the
+public traces' formats shipped next to this file (`traces/`, synthetic rows, not real ones)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from trainhub.scheduling.simulate.inputs import InputError, TraceJob, dump_clust
 from trainhub.scheduling.traces import openb, philly
 
 REPO = Path(__file__).resolve().parents[3]
-TRACES = REPO.parent / "shared" / "traces"
+TRACES = Path(__file__).resolve().parent / "traces"
 
 CLUSTER = {
     "node_groups": [
@@ -165,24 +166,22 @@ def test_jain_index() -> None:
     assert jain([1, 0, 0, 0]) == pytest.approx(0.25)
 
 
-def _need(*paths: Path) -> None:
-    for p in paths:
-        if not p.exists():
-            pytest.skip(f"{p} is not available")
-
-
 def test_philly_converter_keeps_all_teams_and_states_its_derivations(tmp_path: Path) -> None:
     jobs_csv, vcs = TRACES / "philly" / "philly.csv", TRACES / "philly" / "philly_vc.csv"
-    _need(jobs_csv, vcs)
-    cluster, jobs = philly.convert(jobs_csv, vcs, start=45000, count=400, scale=0.25)
-    assert len(jobs) == 400 and jobs[0].submit_time_s == 0
+    cluster, jobs = philly.convert(jobs_csv, vcs, start=4, count=40, scale=0.25)
+    assert len(jobs) == 40 and jobs[0].submit_time_s == 0
+    assert [j.submit_time_s for j in jobs] == sorted(j.submit_time_s for j in jobs)
     assert {t["name"] for t in cluster["teams"]} >= {j.team for j in jobs}
+    assert "other" in {j.team for j in jobs}  # a VC without a size is folded into `other`
+    # VC sizes 8, 4 and 2 nodes at scale 0.25, rounded up, plus one node for `other`.
+    assert cluster["node_groups"] == [{"count": 5, **philly.NODE}]
     assert all(j.gpu_per_worker == 1 and j.ps == 0 for j in jobs)
-    assert {j.priority for j in jobs} <= {"normal", "offline", "experiment"}
+    assert {j.priority for j in jobs} == {"normal", "offline", "experiment"}
+    assert all(j.priority == philly.priority_for(j.duration_s) for j in jobs)
     long_multi = [j for j in jobs if j.workers_min >= 2 and j.duration_s >= 3600]
-    assert all(j.workers_max == min(2 * j.workers_min, 64) for j in long_multi)
-    report = Simulator(cluster_from_dict(cluster), jobs[:150], check=True).run()
-    assert report.jobs == 150
+    assert long_multi and all(j.workers_max == min(2 * j.workers_min, 64) for j in long_multi)
+    report = Simulator(cluster_from_dict(cluster), jobs[:30], check=True).run()
+    assert report.jobs == 30
 
 
 def test_openb_converter_keeps_cpu_and_gpu_nodes(tmp_path: Path) -> None:
@@ -190,12 +189,40 @@ def test_openb_converter_keeps_cpu_and_gpu_nodes(tmp_path: Path) -> None:
         TRACES / "alibaba-openb" / "openb_node_list_all_node.csv",
         TRACES / "alibaba-openb" / "openb_pod_list_default.csv",
     )
-    _need(nodes, pods)
-    cluster, jobs = openb.convert(nodes, pods, node_fraction=0.05, time_scale=0.1)
+    cluster, jobs = openb.convert(nodes, pods, node_fraction=0.25, time_scale=0.1)
+    assert sum(g["count"] for g in cluster["node_groups"]) == 10  # a quarter of 40
     gpus = {g["gpu"] for g in cluster["node_groups"]}
     assert 0 in gpus and max(gpus) == 8
     assert {t["name"] for t in cluster["teams"]} == {"cpu", "gpu-1", "gpu-multi", "gpu-shared"}
-    assert {j.priority for j in jobs} <= {"production", "normal", "offline", "experiment"}
+    assert len(jobs) == 50  # the 10 pods still `Pending` never ran
+    assert {j.priority for j in jobs} == {"production", "normal", "offline", "experiment"}
     assert all(j.gpu_per_worker == 0 for j in jobs if j.team == "cpu")
-    report = Simulator(cluster_from_dict(cluster), jobs[-200:], check=True).run()
-    assert report.jobs == 200
+    assert all(j.gpu_per_worker == 1 for j in jobs if j.team in ("gpu-1", "gpu-shared"))
+    assert all(j.duration_s <= 86400 for j in jobs)
+    report = Simulator(cluster_from_dict(cluster), jobs[-40:], check=True).run()
+    assert report.jobs == 40
+
+
+def test_trace_cli_writes_files_the_simulator_loads(tmp_path: Path) -> None:
+    from trainhub.scheduling.traces.__main__ import main
+
+    out_cluster, out_trace = tmp_path / "cluster.yaml", tmp_path / "trace.csv"
+    argv = [
+        "philly",
+        "--jobs",
+        str(TRACES / "philly" / "philly.csv"),
+        "--vcs",
+        str(TRACES / "philly" / "philly_vc.csv"),
+        "--start",
+        "0",
+        "--count",
+        "20",
+        "--scale",
+        "0.5",
+        "--cluster",
+        str(out_cluster),
+        "--trace",
+        str(out_trace),
+    ]
+    assert main(argv) == 0
+    assert len(load_trace(out_trace)) == 20

@@ -1,0 +1,76 @@
+"""`/healthz` and `/readyz`: a load balancer stops sending traffic on a 503 from `/readyz`,
+so it must answer 503 whenever the database or the broker cannot be reached."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+from django.db import OperationalError, connections
+from django.test import Client, override_settings
+
+from ...conftest import require_services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound (so nothing else takes it), not listening."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def _get(path: str) -> tuple[int, dict[str, Any]]:
+    response = Client().get(path)
+    return response.status_code, response.json()
+
+
+def test_healthz_answers_while_the_process_is_up() -> None:
+    assert _get("/healthz") == (200, {"status": "ok"})
+
+
+@override_settings(REDIS_URL="")
+def test_ready_without_a_broker_when_the_database_answers() -> None:
+    assert _get("/readyz") == (200, {"status": "ok", "checks": {"database": "ok"}})
+
+
+def test_ready_when_the_database_and_the_broker_answer() -> None:
+    _, redis_url = require_services()  # skips outside CI when absent, fails under CI=true
+    with override_settings(REDIS_URL=redis_url):
+        status, body = _get("/readyz")
+    assert (status, body) == (200, {"status": "ok", "checks": {"database": "ok", "broker": "ok"}})
+
+
+def test_unready_when_the_broker_is_unreachable(closed_port: int) -> None:
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{closed_port}/0"):
+        status, body = _get("/readyz")
+    assert status == 503
+    assert body["status"] == "unavailable"
+    assert body["checks"]["database"] == "ok"
+    assert body["checks"]["broker"].startswith("error: ")
+
+
+@override_settings(REDIS_URL="")
+def test_unready_when_the_database_is_unreachable() -> None:
+    broken = OperationalError("connection refused")
+    with mock.patch.object(connections["default"], "cursor", side_effect=broken):
+        status, body = _get("/readyz")
+    assert status == 503
+    assert body == {"status": "unavailable", "checks": {"database": "error: OperationalError"}}
+
+
+def test_unready_when_both_are_unreachable(closed_port: int) -> None:
+    broken = OperationalError("connection refused")
+    with (
+        override_settings(REDIS_URL=f"redis://127.0.0.1:{closed_port}/0"),
+        mock.patch.object(connections["default"], "cursor", side_effect=broken),
+    ):
+        status, body = _get("/readyz")
+    assert status == 503
+    assert set(body["checks"]) == {"database", "broker"}
+    assert all(v.startswith("error: ") for v in body["checks"].values())
