@@ -24,17 +24,23 @@ from trainhub.events import (
     TaskStateChanged,
 )
 
+from trainhub.jobs.choices import JobState
+
 from .tasks import run_scheduling_cycle
 
-# Any job state change: a finished or cancelled job frees room and quota, a requeued one
-# waits again, a started one holds what the next cycle must not hand out twice.
-_ALWAYS = (JobSubmitted, JobScaled, JobStateChanged, NodeChanged, QuotaChanged)
+_ALWAYS = (JobSubmitted, JobScaled, NodeChanged, QuotaChanged)
+# A job the cycle itself placed (starting), or whose tasks all came up (running), holds
+# what the cycle already counted: those changes call for no new cycle. Every other one
+# does: a finished or cancelled job frees room and quota, a requeued one waits again.
+_PLACED_BY_THE_CYCLE = frozenset({JobState.STARTING, JobState.RUNNING})
 
 
 def wants_cycle(event: Event) -> bool:
     """Whether `event` changes what the scheduler would decide."""
     if isinstance(event, TaskStateChanged):
         return event.ended  # its node has room again
+    if isinstance(event, JobStateChanged):
+        return event.state not in _PLACED_BY_THE_CYCLE
     return isinstance(event, _ALWAYS)
 
 

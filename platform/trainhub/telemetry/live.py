@@ -16,11 +16,13 @@ from channels.layers import get_channel_layer
 from trainhub.events import (
     Event,
     JobEventRecorded,
+    JobPendingReasonChanged,
     JobStateChanged,
     LogLinesIngested,
     MetricPointsIngested,
     TaskStateChanged,
 )
+from trainhub.jobs.choices import JobState
 
 
 def job_group(job_id: int) -> str:
@@ -61,6 +63,13 @@ def feed_message(event: Event) -> tuple[int, dict[str, Any]] | None:
     """The job whose watchers hear of `event`, and the message they get; None if none do."""
     if isinstance(event, JobStateChanged):
         return event.job_id, _state(event)
+    if isinstance(event, JobPendingReasonChanged):
+        message = {
+            "type": "job.state",
+            "state": JobState.PENDING,
+            "pending_reason": event.pending_reason,
+        }
+        return event.job_id, message
     if isinstance(event, JobEventRecorded):
         return event.job_id, _job_event(event)
     if isinstance(event, TaskStateChanged):

@@ -13,8 +13,7 @@ from django.shortcuts import render
 def is_fragment_request(request: HttpRequest) -> bool:
     """True for an htmx request that swaps part of the page (not a boosted navigation)."""
     return (
-        request.headers.get("HX-Request") == "true"
-        and request.headers.get("HX-Boosted") != "true"
+        request.headers.get("HX-Request") == "true" and request.headers.get("HX-Boosted") != "true"
     )
 
 

@@ -43,6 +43,10 @@ QUIET_EVENTS: list[events.Event] = [
         job_id=1, time="2026-01-01T00:00:00+00:00", kind="scale", reason="", actor="alice"
     ),
     events.NodeTasksChanged(node_ids=(1, 2)),
+    # The cycle placed the job itself, or its tasks came up: nothing new to decide.
+    events.JobStateChanged(job_id=1, state="starting"),
+    events.JobStateChanged(job_id=1, state="running"),
+    events.JobPendingReasonChanged(job_id=1, pending_reason="team quota exhausted: cpu 2/2"),
     events.MetricPointsIngested(job_id=1, points=({"name": "loss", "step": 1},)),
     events.LogLinesIngested(job_id=1, lines=({"id": 1, "line": "hello"},)),
 ]
