@@ -23,7 +23,6 @@ from trainhub.events import (
     QuotaChanged,
     TaskStateChanged,
 )
-
 from trainhub.jobs.choices import JobState
 
 from .tasks import run_scheduling_cycle

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from django.http import HttpRequest
 from django.urls import reverse
 
-from trainhub.tenancy.models import Membership
 from trainhub.tenancy.choices import SUBMITTERS
+from trainhub.tenancy.models import Membership
 
 
 @dataclass(frozen=True)
