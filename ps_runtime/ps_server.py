@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from ps_runtime import checkpoint, chunks, rpc
+from ps_runtime import checkpoint, chunks, rpc, taskenv
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.ps_store import ParameterStore, PartInfo, SpecMismatchError, make_spec
 from ps_runtime.tables import Lifecycle, StoredTable
@@ -325,7 +325,7 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "this PS has no checkpoint directory; start it with "
-                "TRAINHUB_CHECKPOINT_DIR (or launch --checkpoint-dir)",
+                f"{taskenv.CHECKPOINT_DIR.name} (or launch --checkpoint-dir)",
             )
         return str(self.checkpoint_dir)
 
