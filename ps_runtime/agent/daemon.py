@@ -19,7 +19,6 @@ import logging
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
@@ -28,7 +27,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from ps_runtime.agent import protocol
 from ps_runtime.agent.facts import UsageSampler
 from ps_runtime.agent.outbox import Outbox
-from ps_runtime.agent.protocol import DesiredTasks
+from ps_runtime.agent.protocol import (
+    DesiredTasks,
+    ErrorMessage,
+    Heartbeat,
+    LiveTask,
+    ProtocolError,
+    TasksChanged,
+)
 from ps_runtime.agent.reconcile import reconcile
 from ps_runtime.agent.state import AgentState
 from ps_runtime.agent.supervisor import TASK_COMMAND, Supervisor
@@ -180,7 +186,7 @@ class Agent:
 
     async def _session(self, ws: ClientConnection) -> None:
         self._reconcile_now.set()
-        await ws.send(json.dumps(self._heartbeat()))
+        await ws.send(json.dumps(self._heartbeat().to_wire()))
         tasks = [
             asyncio.create_task(self._receive_loop(ws)),
             asyncio.create_task(self._send_loop(ws)),
@@ -200,15 +206,14 @@ class Agent:
     async def _receive_loop(self, ws: ClientConnection) -> None:
         async for raw in ws:
             try:
-                message: Any = json.loads(raw)
-            except ValueError:
-                logger.warning("ignoring non-JSON message from server")
+                message = protocol.parse_from_server(json.loads(raw))
+            except (ValueError, ProtocolError) as exc:  # ProtocolError is a ValueError too
+                logger.warning("ignoring a message from the server: %s", exc)
                 continue
-            if isinstance(message, dict) and message.get("type") == "tasks_changed":
+            if isinstance(message, TasksChanged):
                 self._reconcile_now.set()
-            else:
-                kind = message.get("type") if isinstance(message, dict) else None
-                logger.debug("ignoring message of type %r", kind)
+            elif isinstance(message, ErrorMessage):
+                logger.warning("the server refused a message: %s", message.message)
 
     async def _send_loop(self, ws: ClientConnection) -> None:
         while True:
@@ -220,7 +225,7 @@ class Agent:
             messages = self.outbox.drain()
             for i, message in enumerate(messages):
                 try:
-                    await ws.send(json.dumps(message))
+                    await ws.send(json.dumps(message.to_wire()))
                 except BaseException:
                     self.outbox.requeue(messages[i:])
                     raise
@@ -228,10 +233,14 @@ class Agent:
     async def _heartbeat_loop(self, ws: ClientConnection) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_interval)
-            await ws.send(json.dumps(self._heartbeat()))
+            await ws.send(json.dumps(self._heartbeat().to_wire()))
 
-    def _heartbeat(self) -> dict[str, Any]:
-        return protocol.heartbeat_message(self.sampler.sample(), self.supervisor.live_pids())
+    def _heartbeat(self) -> Heartbeat:
+        live = self.supervisor.live_pids()
+        return Heartbeat(
+            usage=self.sampler.sample(),
+            tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
+        )
 
     # -- reconcile -----------------------------------------------------------------------
 
@@ -242,7 +251,7 @@ class Agent:
             self._reconcile_now.clear()
             try:
                 await self.reconcile_once(http)
-            except (httpx.HTTPError, protocol.ProtocolError, ValueError) as exc:
+            except (httpx.HTTPError, ProtocolError, ValueError) as exc:
                 logger.warning("cannot fetch desired tasks: %s", exc or type(exc).__name__)
 
     async def fetch_desired(self, http: httpx.AsyncClient) -> DesiredTasks:

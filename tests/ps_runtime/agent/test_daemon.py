@@ -15,7 +15,7 @@ import httpx
 
 from ps_runtime.agent import cli
 from ps_runtime.agent.daemon import Agent
-from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.protocol import TaskKey, parse_from_agent
 from ps_runtime.agent.state import AgentState, load_state, save_state
 
 from .control_plane import FakeControlPlane
@@ -178,6 +178,35 @@ def test_periodic_reconcile_and_no_restart_after_exit(tmp_path: Path) -> None:
     _run(scenario())
 
 
+def test_a_refused_desired_list_changes_nothing_and_reconcile_goes_on(tmp_path: Path) -> None:
+    """`cpu: inf` once killed the reconcile loop; now the list is refused as a whole (so
+    nothing running is stopped) and the next good list is applied."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        cp.set_tasks([_task_json()])
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path, reconcile_interval=0.3)
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: (31, 1, "running") in statuses(cp.received), what="31 running")
+        bad = _task_json(task_id=32)
+        bad["resources"]["cpu"] = float("inf")
+        cp.set_tasks([bad])
+        await cp.notify_tasks_changed()
+        await asyncio.sleep(1.0)  # several reconcile rounds
+        assert agent.supervisor.live_keys() == {TaskKey(31, 1)}
+        cp.set_tasks([_task_json(task_id=32)])
+        await _until(lambda: (32, 1, "running") in statuses(cp.received), what="32 running")
+        await _until(lambda: (31, 1, "stopped") in statuses(cp.received), what="31 stopped")
+        agent.request_stop()
+        assert await run == 0
+        # Everything the agent sent is what the control plane's parser accepts.
+        for message in cp.received:
+            parse_from_agent(message)
+        await cp.close()
+
+    _run(scenario())
+
+
 def test_rejected_credential_exits_nonzero_with_reenroll_hint(tmp_path: Path) -> None:
     async def scenario() -> None:
         cp = await FakeControlPlane().start()
@@ -260,7 +289,7 @@ def test_unlisted_task_stops_with_the_grace_of_its_last_listing(tmp_path: Path) 
             seen: list[dict[str, Any]] = []
 
             def both_ignore_sigterm() -> bool:
-                seen.extend(agent.outbox.drain())
+                seen.extend(m.to_wire() for m in agent.outbox.drain())
                 return log_lines(seen, "stdout").count("hello from task") == 2
 
             await _until(both_ignore_sigterm, what="both tasks ignoring SIGTERM")
