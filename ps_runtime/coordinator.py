@@ -94,7 +94,7 @@ class _WorkerHandle:
         self._queue = queue
         self._on_closure_error = on_closure_error
         self._channel = rpc.create_channel(address)
-        self._stub = ps_pb2_grpc.WorkerStub(self._channel)
+        self._stub = ps_pb2_grpc.WorkerStub(self._channel)  # type: ignore[no-untyped-call]
         self._slots = threading.Semaphore(max_in_flight)
         self._healthy = threading.Event()  # cleared while the worker is unavailable
         self._healthy.set()

@@ -102,7 +102,11 @@ class PSClient:
         self.chunk_bytes = chunk_bytes
         self._metadata = rpc.auth_metadata(token)
         self._channels = [rpc.create_channel(a) for a in self.addresses]
-        self._stubs = [ps_pb2_grpc.ParameterServerStub(c) for c in self._channels]
+        # grpcio-tools writes the stub modules without type hints.
+        self._stubs = [
+            ps_pb2_grpc.ParameterServerStub(c)  # type: ignore[no-untyped-call]
+            for c in self._channels
+        ]
         # The bulk streams bypass the generated message classes (see `chunks`).
         self._pull_streams = [
             c.unary_stream(

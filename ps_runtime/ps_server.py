@@ -396,7 +396,8 @@ class _Captured:
 def add_servicer(servicer: ParameterServerServicer, server: grpc.Server) -> None:
     """Register the PS service; the two bulk streams use the zero-copy codec of `chunks`."""
     captured = _Captured()
-    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)
+    # grpcio-tools writes the stub modules without type hints.
+    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)  # type: ignore[no-untyped-call]
     handlers = captured.handlers
     handlers["PullDenseStream"] = grpc.unary_stream_rpc_method_handler(
         servicer.PullDenseStream,

@@ -98,7 +98,8 @@ def tune_allocator() -> None:
         pass
 
 
-class BearerAuthInterceptor(grpc.ServerInterceptor):
+# grpc ships no type hints (and no stubs package is maintained), so its classes are Any.
+class BearerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """Reject every RPC whose `authorization` metadata is not `Bearer <token>`."""
 
     def __init__(self, token: str) -> None:
