@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,27 +15,21 @@ import httpx
 from ps_runtime.agent import protocol
 from ps_runtime.agent.facts import gather_facts
 from ps_runtime.agent.state import (
+    STATE_ENV,
+    WORK_DIR_ENV,
     AgentState,
     StateError,
     default_state_path,
+    default_work_dir,
     load_state,
     save_state,
 )
 
 logger = logging.getLogger("ps_runtime.agent")
 
-WORK_DIR_ENV = "TRAINHUB_AGENT_WORK_DIR"
-
 
 class EnrollError(Exception):
     """Enrollment failed; the message is for the user."""
-
-
-def default_work_dir() -> Path:
-    env = os.environ.get(WORK_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".local" / "share" / "trainhub" / "agent"
 
 
 def _server_message(response: httpx.Response) -> str:
@@ -133,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
-    state_help = "state file (default $TRAINHUB_AGENT_STATE or ~/.config/trainhub/agent.json)"
+    state_help = f"state file (default ${STATE_ENV} or ~/.config/trainhub/agent.json)"
 
     p_enroll = sub.add_parser("enroll", help="register this node with a TrainHub server")
     p_enroll.add_argument("--server", required=True, help="e.g. https://trainhub.example.com")
