@@ -45,6 +45,7 @@ __all__ = [
     "DesiredTask",
     "DesiredTasks",
     "DownwardMessage",
+    "Enrolled",
     "ErrorMessage",
     "Heartbeat",
     "LiveTask",
@@ -63,6 +64,7 @@ __all__ = [
     "parse_agent_message",
     "parse_desired_task",
     "parse_desired_tasks",
+    "parse_enrolled",
     "parse_from_agent",
     "parse_from_server",
     "websocket_url",
@@ -174,6 +176,28 @@ def parse_desired_tasks(body: object) -> DesiredTasks:
         ),
         stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS if grace is None else grace,
         node_id=fields.optional_integer("node_id"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Enrolled:
+    """The answer to `POST /api/v1/nodes/enroll/`: the node's id and credential (once)."""
+
+    node_id: int
+    credential: str
+
+    def __repr__(self) -> str:  # never print the credential by accident
+        return f"Enrolled(node_id={self.node_id!r}, credential=***)"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "credential": self.credential}
+
+
+def parse_enrolled(body: object) -> Enrolled:
+    """Validate the enrollment answer; `ProtocolError` names the field."""
+    fields = JsonObject(body, root="the enrollment answer")
+    return Enrolled(
+        node_id=fields.integer("node_id"), credential=fields.text("credential", non_empty=True)
     )
 
 

@@ -11,9 +11,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from ps_runtime.agent import cli
+from ps_runtime.agent import cli, rest
 from ps_runtime.agent.daemon import Agent
 from ps_runtime.agent.protocol import TaskKey, parse_from_agent
 from ps_runtime.agent.state import AgentState, load_state, save_state
@@ -282,29 +280,29 @@ def test_unlisted_task_stops_with_the_grace_of_its_last_listing(tmp_path: Path) 
         long_then_short = {**_task_json(31, mode="stubborn"), "stop_grace_seconds": 30}
         fallback = _task_json(32, mode="stubborn")
         cp.desired = {"node_id": 7, "stop_grace_seconds": 30, "tasks": [long_then_short, fallback]}
-        async with httpx.AsyncClient(headers={"Authorization": f"Node {cp.credential}"}) as http:
-            await agent.reconcile_once(http)
-            pids = agent.supervisor.live_pids()
-            assert set(pids) == {TaskKey(31, 1), TaskKey(32, 1)}
-            seen: list[dict[str, Any]] = []
+        http = rest.Client({"Authorization": f"Node {cp.credential}"}, timeout=10.0)
+        await agent.reconcile_once(http)
+        pids = agent.supervisor.live_pids()
+        assert set(pids) == {TaskKey(31, 1), TaskKey(32, 1)}
+        seen: list[dict[str, Any]] = []
 
-            def both_ignore_sigterm() -> bool:
-                seen.extend(m.to_wire() for m in agent.outbox.drain())
-                return log_lines(seen, "stdout").count("hello from task") == 2
+        def both_ignore_sigterm() -> bool:
+            seen.extend(m.to_wire() for m in agent.outbox.drain())
+            return log_lines(seen, "stdout").count("hello from task") == 2
 
-            await _until(both_ignore_sigterm, what="both tasks ignoring SIGTERM")
-            # A later listing shortens task 31's grace; then both leave the list, whose
-            # response-level grace (task 32's fallback) is 3 s.
-            cp.set_tasks([{**long_then_short, "stop_grace_seconds": 0.3}, fallback])
-            await agent.reconcile_once(http)
-            cp.desired = {"node_id": 7, "stop_grace_seconds": 3, "tasks": []}
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            await agent.reconcile_once(http)
-            await _until(lambda: not pid_alive(pids[TaskKey(31, 1)]), 2.0, "task 31 killed")
-            assert pid_alive(pids[TaskKey(32, 1)])
-            await _until(lambda: not pid_alive(pids[TaskKey(32, 1)]), 5.0, "task 32 killed")
-            assert loop.time() - started >= 3 * 0.9
+        await _until(both_ignore_sigterm, what="both tasks ignoring SIGTERM")
+        # A later listing shortens task 31's grace; then both leave the list, whose
+        # response-level grace (task 32's fallback) is 3 s.
+        cp.set_tasks([{**long_then_short, "stop_grace_seconds": 0.3}, fallback])
+        await agent.reconcile_once(http)
+        cp.desired = {"node_id": 7, "stop_grace_seconds": 3, "tasks": []}
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await agent.reconcile_once(http)
+        await _until(lambda: not pid_alive(pids[TaskKey(31, 1)]), 2.0, "task 31 killed")
+        assert pid_alive(pids[TaskKey(32, 1)])
+        await _until(lambda: not pid_alive(pids[TaskKey(32, 1)]), 5.0, "task 32 killed")
+        assert loop.time() - started >= 3 * 0.9
         assert agent.supervisor.stop_all(grace=0.5)
         await cp.close()
 

@@ -14,6 +14,7 @@ from ps_runtime.agent.protocol import (
     AgentMessage,
     DesiredTask,
     DesiredTasks,
+    Enrolled,
     ErrorMessage,
     Heartbeat,
     LiveTask,
@@ -29,6 +30,7 @@ from ps_runtime.agent.protocol import (
     TaskStatus,
     parse_agent_message,
     parse_desired_tasks,
+    parse_enrolled,
     parse_from_agent,
     parse_from_server,
 )
@@ -264,3 +266,12 @@ def test_directions_are_kept_apart() -> None:
 def test_error_messages_say_what_was_sent() -> None:
     text = _refused(parse_agent_message, _status(state="x" * 200), "state")
     assert len(text) < 200 and re.search(r"got 'x+\.\.\.$", text)
+
+
+def test_enrollment_answer() -> None:
+    enrolled = Enrolled(node_id=7, credential="7.s3cret")
+    assert parse_enrolled(json.loads(json.dumps(enrolled.to_wire()))) == enrolled
+    assert "s3cret" not in repr(enrolled)
+    _refused(parse_enrolled, {"node_id": "7", "credential": "x"}, "node_id")
+    _refused(parse_enrolled, {"node_id": 7, "credential": ""}, "credential")
+    _refused(parse_enrolled, "ok", "the enrollment answer")

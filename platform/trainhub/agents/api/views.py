@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
+from ps_runtime.agent.protocol import Enrolled
 from trainhub.jobs.selectors import desired_tasks
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import EnrollmentError, enroll_node
@@ -39,9 +40,8 @@ class EnrollView(APIView):
             issued = enroll_node(token=token, facts=facts, now=timezone.now())
         except EnrollmentError as exc:
             raise serializers.ValidationError({"token": [str(exc)]}) from exc
-        return Response(
-            {"node_id": issued.id, "credential": issued.secret}, status=status.HTTP_201_CREATED
-        )
+        enrolled = Enrolled(node_id=issued.id, credential=issued.secret)
+        return Response(enrolled.to_wire(), status=status.HTTP_201_CREATED)
 
 
 class DesiredTasksView(APIView):
