@@ -46,7 +46,9 @@ def as_int(value: object, path: str, *, minimum: int | None = None) -> int:
 
 
 def as_number(value: object, path: str, *, minimum: float | None = None) -> float:
-    """A finite number (never a bool, NaN or infinity), at least `minimum` when given."""
+    """A finite number (never a bool, NaN or infinity), at least `minimum` when given.
+
+    An integer stays an `int` (a node's `memory_used_mb: 900` is shown as sent)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         refuse(path, "a finite number", value)
     try:
@@ -57,7 +59,7 @@ def as_number(value: object, path: str, *, minimum: float | None = None) -> floa
         refuse(path, "a finite number", value)
     if minimum is not None and number < minimum:
         refuse(path, f"a finite number >= {minimum:g}", value)
-    return number
+    return value
 
 
 def as_str(value: object, path: str, *, non_empty: bool = False) -> str:
