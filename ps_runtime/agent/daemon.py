@@ -31,7 +31,6 @@ from ps_runtime.agent.protocol import (
     ErrorMessage,
     Heartbeat,
     LiveTask,
-    ProtocolError,
     TasksChanged,
 )
 from ps_runtime.agent.reconcile import reconcile
@@ -203,7 +202,7 @@ class Agent:
         async for raw in ws:
             try:
                 message = protocol.parse_from_server(json.loads(raw))
-            except (ValueError, ProtocolError) as exc:  # ProtocolError is a ValueError too
+            except ValueError as exc:  # not JSON, or a ProtocolError
                 logger.warning("ignoring a message from the server: %s", exc)
                 continue
             if isinstance(message, TasksChanged):
