@@ -107,7 +107,8 @@ def test_per_task_stop_grace_is_optional() -> None:
 
 
 def test_response_level_stop_grace_defaults() -> None:
-    for body in ({"tasks": []}, {"tasks": [], "stop_grace_seconds": None}):
+    bodies: list[dict[str, Any]] = [{"tasks": []}, {"tasks": [], "stop_grace_seconds": None}]
+    for body in bodies:
         assert parse_desired_tasks(body).stop_grace_seconds == DEFAULT_STOP_GRACE_SECONDS
 
 
@@ -193,7 +194,7 @@ def _status(**change: Any) -> dict[str, Any]:
     return {"type": "task_status", "id": 31, "attempt": 2, "state": "running", **change}
 
 
-def _metrics(*points: dict[str, Any]) -> dict[str, Any]:
+def _metrics(*points: object) -> dict[str, Any]:
     return {"type": "metrics", "id": 31, "attempt": 2, "points": list(points)}
 
 
