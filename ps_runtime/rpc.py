@@ -34,7 +34,8 @@ class TLSFiles:
 
     @classmethod
     def from_env(cls) -> TLSFiles | None:
-        """TRAINHUB_TLS_CERT/KEY/CA when set, else None (plaintext on a trusted network)."""
+        """The files in TRAINHUB_TLS_CERT/KEY/CA when set, else None (plaintext on a trusted
+        network)."""
         files = (taskenv.TLS_CERT, taskenv.TLS_KEY, taskenv.TLS_CA)
         cert, key, ca = (variable.read() or "" for variable in files)
         return cls(cert, key, ca) if (cert or ca) else None
