@@ -17,13 +17,12 @@ import os
 import time
 from typing import Any, NoReturn
 
-from ps_runtime import checkpoint, stop_request
+from ps_runtime import checkpoint, stop_request, taskenv
 from ps_runtime.stop_request import StopRequested
 
 log = logging.getLogger(__name__)
 
-DIR_ENV = "TRAINHUB_CHECKPOINT_DIR"
-EVERY_ENV = "TRAINHUB_CHECKPOINT_EVERY_SECONDS"
+DEFAULT_EVERY_SECONDS = 300.0
 
 
 class CheckpointManager:
@@ -47,9 +46,9 @@ class CheckpointManager:
         keep: int = 3,
     ) -> None:
         self.strategy = strategy
-        self.directory = directory or os.environ.get(DIR_ENV) or None
+        self.directory = directory or taskenv.CHECKPOINT_DIR.read()
         if every_seconds is None:
-            every_seconds = float(os.environ.get(EVERY_ENV) or 300)
+            every_seconds = taskenv.CHECKPOINT_EVERY_SECONDS.read() or DEFAULT_EVERY_SECONDS
         self.every_seconds = every_seconds
         self.keep = keep
         self._last_save = time.monotonic()
@@ -116,7 +115,7 @@ class CheckpointManager:
         if not self.enabled:
             raise RuntimeError(
                 "save_and_stop() needs a checkpoint directory: pass directory= or set "
-                f"{DIR_ENV}; stop_requested() is never True without one"
+                f"{taskenv.CHECKPOINT_DIR.name}; stop_requested() is never True without one"
             )
         name = self._save(step)
         stop_request.settle()

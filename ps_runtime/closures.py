@@ -45,8 +45,9 @@ def resolve_function(ref: str) -> Callable[..., Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise TypeError(f"{ref} is not callable")
-    _resolved[ref] = obj
-    return obj
+    resolved: Callable[..., Any] = obj
+    _resolved[ref] = resolved
+    return resolved
 
 
 class PerWorkerResource:

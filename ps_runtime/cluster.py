@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from ps_runtime import rpc
-
-CLUSTER_ENV = "TRAINHUB_CLUSTER"
+from ps_runtime import rpc, taskenv
 
 
 class ClusterResolver:
@@ -29,7 +25,7 @@ class ClusterResolver:
     ) -> None:
         if ps is None and workers is None:
             spec = _cluster_from_env()
-            ps, workers = spec.get("ps", []), spec.get("worker", [])
+            ps, workers = spec.ps, spec.worker
         self.ps = tuple(ps or ())
         self.workers = tuple(workers or ())
         self.token = token if token is not None else rpc.token_from_env()
@@ -74,22 +70,11 @@ class ClusterResolver:
         ]
 
 
-def _cluster_from_env() -> dict[str, Any]:
-    raw = os.environ.get(CLUSTER_ENV)
-    if not raw:
-        raise RuntimeError(
-            f"{CLUSTER_ENV} is not set: pass addresses to ClusterResolver(ps=[...], "
-            "workers=[...], token=...) or run under the agent or `python -m ps_runtime.launch`"
-        )
-    try:
-        spec = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise RuntimeError(f"{CLUSTER_ENV} is not valid JSON: {e}") from None
-    if not isinstance(spec, dict):
-        raise RuntimeError(
-            f'{CLUSTER_ENV} must be a JSON object like {{"ps": [...], "worker": [...]}}}}'
-        )
-    return spec
+def _cluster_from_env() -> taskenv.ClusterSpec:
+    return taskenv.CLUSTER.require(
+        why="pass addresses to ClusterResolver(ps=[...], workers=[...], token=...) or run "
+        "under the agent or `python -m ps_runtime.launch`"
+    )
 
 
 class LocalCluster:

@@ -37,7 +37,7 @@ from typing import Any
 
 import grpc
 
-from ps_runtime import closures, rpc
+from ps_runtime import closures, rpc, taskenv
 from ps_runtime.closure_queue import (
     Closure,
     ClosureCancelledError,
@@ -51,9 +51,6 @@ from ps_runtime.proto import ps_pb2_grpc
 from ps_runtime.wire import decode_value
 
 log = logging.getLogger(__name__)
-
-# Written by the agent with the job's current {"ps": [...], "worker": [...]} (docs/protocol.md).
-CLUSTER_FILE_ENV = "TRAINHUB_CLUSTER_FILE"
 
 __all__ = [
     "ClosureCancelledError",
@@ -97,7 +94,7 @@ class _WorkerHandle:
         self._queue = queue
         self._on_closure_error = on_closure_error
         self._channel = rpc.create_channel(address)
-        self._stub = ps_pb2_grpc.WorkerStub(self._channel)
+        self._stub = ps_pb2_grpc.WorkerStub(self._channel)  # type: ignore[no-untyped-call]
         self._slots = threading.Semaphore(max_in_flight)
         self._healthy = threading.Event()  # cleared while the worker is unavailable
         self._healthy.set()
@@ -219,7 +216,7 @@ class ClusterCoordinator:
             self.add_worker(address)
         self._stopped = threading.Event()
         self._watcher: threading.Thread | None = None
-        cluster_file = os.environ.get(CLUSTER_FILE_ENV)
+        cluster_file = taskenv.CLUSTER_FILE.read()
         if cluster_file:
             self._watcher = threading.Thread(
                 target=self._watch_cluster_file,

@@ -23,7 +23,8 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         x = x + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
+        mixed: np.ndarray = x ^ (x >> np.uint64(31))
+        return mixed
 
 
 def _uniform01(keys: np.ndarray, seed: int, stream: int) -> np.ndarray:
@@ -86,7 +87,8 @@ def _from_keys(
         return (lo + (hi - lo) * u1).astype(dtype)
     u2 = _uniform01(keys, seed, 1)
     z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)  # Box-Muller
-    return (params.get("mean", 0.0) + params.get("stddev", 1.0) * z).astype(dtype)
+    normal: np.ndarray = (params.get("mean", 0.0) + params.get("stddev", 1.0) * z).astype(dtype)
+    return normal
 
 
 def dense_initial_value(

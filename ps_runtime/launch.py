@@ -8,7 +8,6 @@ processes on loopback, like torchrun.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import signal
@@ -19,6 +18,9 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import IO, Any
+
+from ps_runtime import taskenv
+from ps_runtime.taskenv import Role
 
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 5.0
@@ -97,10 +99,10 @@ class LocalJob:
         checkpoint_dir: str | None = None,
     ) -> None:
         ports = free_ports(num_ps + num_workers)
-        self.cluster = {
-            "ps": [f"{HOST}:{p}" for p in ports[:num_ps]],
-            "worker": [f"{HOST}:{p}" for p in ports[num_ps:]],
-        }
+        self.cluster = taskenv.ClusterSpec(
+            ps=tuple(f"{HOST}:{p}" for p in ports[:num_ps]),
+            worker=tuple(f"{HOST}:{p}" for p in ports[num_ps:]),
+        )
         self.token = secrets.token_urlsafe(24)
         self.entrypoint = entrypoint
         self.kwargs = kwargs
@@ -109,39 +111,39 @@ class LocalJob:
         self._out_lock = threading.Lock()  # one line at a time on our stdout
         self._pumps: list[threading.Thread] = []
 
-    def _env(self, role: str, index: int) -> dict[str, str]:
+    def _env(self, role: Role, index: int) -> dict[str, str]:
         env = dict(os.environ)
-        env.pop("TRAINHUB_METRICS_FD", None)  # children report to their stdout
-        env.update(
-            {
-                "TRAINHUB_JOB_ID": "local",
-                "TRAINHUB_TASK_ID": f"{role}-{index}",
-                "TRAINHUB_ROLE": role,
-                "TRAINHUB_TASK_INDEX": str(index),
-                "TRAINHUB_CLUSTER": json.dumps(self.cluster),
-                "TRAINHUB_JOB_TOKEN": self.token,
-                "PYTHONUNBUFFERED": "1",
-            }
+        env.pop(taskenv.METRICS_FD.name, None)  # children report to their stdout
+        coordinator = role == Role.COORDINATOR
+        task = taskenv.TaskEnvironment(
+            role=role,
+            job_token=self.token,
+            job_id="local",
+            task_id=f"{role}-{index}",
+            index=index,
+            cluster=self.cluster,
+            bind=None if coordinator else self._address(role, index),
+            checkpoint_dir=self.checkpoint_dir or None,
+            entrypoint=self.entrypoint if coordinator else None,
+            args=self.kwargs if coordinator else {},
         )
-        if role == "coordinator":
-            env["TRAINHUB_ENTRYPOINT"] = self.entrypoint
-            env["TRAINHUB_ARGS"] = json.dumps(self.kwargs)
-        else:
-            key = "ps" if role == "ps" else "worker"
-            env["TRAINHUB_BIND"] = self.cluster[key][index]
-        if self.checkpoint_dir:
-            env["TRAINHUB_CHECKPOINT_DIR"] = self.checkpoint_dir
+        env.update(task.to_env())
+        env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def _start(self, role: str, index: int) -> subprocess.Popen[bytes]:
+    def _address(self, role: Role, index: int) -> str:
+        return (self.cluster.ps if role == Role.PS else self.cluster.worker)[index]
+
+    def _start(self, role: Role, index: int) -> subprocess.Popen[bytes]:
+        env = self._env(role, index)
         proc = subprocess.Popen(
             [sys.executable, "-m", "ps_runtime.task"],
-            env=self._env(role, index),
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        address = "-" if role == "coordinator" else self._env(role, index)["TRAINHUB_BIND"]
+        address = env.get(taskenv.BIND.name, "-")
         with self._out_lock:
             print(f"started role={role} index={index} pid={proc.pid} address={address}", flush=True)
         prefix = f"[{role}{index}]"
@@ -157,11 +159,11 @@ class LocalJob:
 
     def run(self) -> int:
         """Start every process, wait for the coordinator, stop the rest; return its code."""
-        for i in range(len(self.cluster["ps"])):
-            self._start("ps", i)
-        for i in range(len(self.cluster["worker"])):
-            self._start("worker", i)
-        coordinator = self._start("coordinator", 0)
+        for i in range(len(self.cluster.ps)):
+            self._start(Role.PS, i)
+        for i in range(len(self.cluster.worker)):
+            self._start(Role.WORKER, i)
+        coordinator = self._start(Role.COORDINATOR, 0)
         code = coordinator.wait()
         self.stop()
         for t in self._pumps:
@@ -196,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--ps", type=int, default=1, help="number of PS shards (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="number of workers (default 1)")
-    parser.add_argument("--checkpoint-dir", help="TRAINHUB_CHECKPOINT_DIR for every task")
+    parser.add_argument("--checkpoint-dir", help=f"{taskenv.CHECKPOINT_DIR.name} for every task")
     parser.add_argument("entrypoint", help="module:function the coordinator calls")
     args = parser.parse_args(argv)
     if args.ps < 1 or args.workers < 1:

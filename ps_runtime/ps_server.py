@@ -6,7 +6,6 @@ import itertools
 import logging
 import os
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -14,10 +13,11 @@ from typing import Any, TypeVar
 import grpc
 import numpy as np
 
-from ps_runtime import checkpoint, chunks, rpc
+from ps_runtime import checkpoint, chunks, rpc, taskenv
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
+from ps_runtime.ps_stats import ServerStats, stats_response
 from ps_runtime.ps_store import ParameterStore, PartInfo, SpecMismatchError, make_spec
-from ps_runtime.tables import Lifecycle, StoredTable
+from ps_runtime.tables import Lifecycle
 from ps_runtime.wire import chunk_view, decode_tensor, encode_tensor
 
 log = logging.getLogger(__name__)
@@ -45,43 +45,6 @@ def _ids(tensor: ps_pb2.Tensor) -> np.ndarray:
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise ValueError(f"ids must be a 1-D integer tensor, got {ids.dtype} {ids.shape}")
     return ids.astype(np.int64, copy=False)
-
-
-class ServerStats:
-    """Traffic and latency counters of one shard."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # guards every counter
-        self.started = time.monotonic()
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.requests = 0
-        self.updates = 0
-        self.update_seconds = 0.0
-        self.update_max = 0.0
-        self._last = (self.started, 0)
-
-    def request(self, bytes_in: int = 0, bytes_out: int = 0) -> None:
-        """Count one request and its tensor payload."""
-        with self._lock:
-            self.requests += 1
-            self.bytes_in += bytes_in
-            self.bytes_out += bytes_out
-
-    def update(self, seconds: float) -> None:
-        """Count one applied push and how long it took."""
-        with self._lock:
-            self.updates += 1
-            self.update_seconds += seconds
-            self.update_max = max(self.update_max, seconds)
-
-    def rate(self) -> float:
-        """Requests per second since the previous call."""
-        now = time.monotonic()
-        with self._lock:
-            then, count = self._last
-            self._last = (now, self.requests)
-            return (self.requests - count) / max(now - then, 1e-9)
 
 
 class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
@@ -282,50 +245,14 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
         )
 
     def Stats(self, request: Any, context: grpc.ServicerContext) -> Any:
-        s = self.stats
-        out = ps_pb2.StatsResponse(shard_index=self.shard_index)
-        parameters = 0
-        for e in self.store.entries():
-            if isinstance(e, StoredTable):
-                parameters += e.size * e.dim
-                c = e.counters
-                out.variables.add(
-                    name=e.name,
-                    kind="table",
-                    shape=[e.size, e.dim],
-                    bytes=e.nbytes(),
-                    pulls=c.pulls,
-                    pushes=c.pushes,
-                    optimizer=e.optimizer.name,
-                    rows_evicted=c.evicted,
-                    rows_pending_admission=e.pending_admission,
-                    grads_dropped=c.dropped,
-                )
-            else:
-                parameters += e.values.size
-                out.variables.add(
-                    name=e.name,
-                    kind="dense",
-                    shape=list(e.spec.shape),
-                    bytes=e.nbytes(),
-                    pulls=e.pulls,
-                    pushes=e.pushes,
-                    optimizer=e.optimizer.name,
-                )
-        out.parameters = parameters
-        out.bytes_in, out.bytes_out, out.requests = s.bytes_in, s.bytes_out, s.requests
-        out.requests_per_sec = s.rate()
-        out.update_latency_ms_mean = 1e3 * s.update_seconds / max(s.updates, 1)
-        out.update_latency_ms_max = 1e3 * s.update_max
-        out.uptime_s = time.monotonic() - s.started
-        return out
+        return stats_response(self.store, self.stats, self.shard_index)
 
     def _checkpoint_root(self, context: grpc.ServicerContext) -> str:
         if not self.checkpoint_dir:
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 "this PS has no checkpoint directory; start it with "
-                "TRAINHUB_CHECKPOINT_DIR (or launch --checkpoint-dir)",
+                f"{taskenv.CHECKPOINT_DIR.name} (or launch --checkpoint-dir)",
             )
         return str(self.checkpoint_dir)
 
@@ -396,7 +323,8 @@ class _Captured:
 def add_servicer(servicer: ParameterServerServicer, server: grpc.Server) -> None:
     """Register the PS service; the two bulk streams use the zero-copy codec of `chunks`."""
     captured = _Captured()
-    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)
+    # grpcio-tools writes the stub modules without type hints.
+    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)  # type: ignore[no-untyped-call]
     handlers = captured.handlers
     handlers["PullDenseStream"] = grpc.unary_stream_rpc_method_handler(
         servicer.PullDenseStream,

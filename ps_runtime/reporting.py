@@ -9,25 +9,25 @@ import sys
 import threading
 from typing import IO, Any
 
-METRICS_FD_ENV = "TRAINHUB_METRICS_FD"
+from ps_runtime import taskenv
 
 _lock = threading.Lock()  # guards _stream and serializes writes
 _stream: IO[str] | None = None
-_stream_fd: str | None = None
+_stream_fd: int | None = None
 
 
 def _output() -> IO[str]:
     """The metrics stream: the fd in TRAINHUB_METRICS_FD (opened once) or stdout."""
     global _stream, _stream_fd
-    fd = os.environ.get(METRICS_FD_ENV)
-    if not fd:
+    fd = taskenv.METRICS_FD.read()
+    if fd is None:
         return sys.stdout
     if _stream is None or _stream_fd != fd:
         try:
-            _stream = os.fdopen(int(fd), "w", buffering=1, encoding="utf-8", closefd=False)
-        except (ValueError, OSError) as e:
-            raise RuntimeError(
-                f"{METRICS_FD_ENV}={fd!r} is not an open, writable file descriptor: {e}"
+            _stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8", closefd=False)
+        except OSError as e:
+            raise taskenv.TaskEnvError(
+                f"{taskenv.METRICS_FD.name}={fd} is not an open, writable file descriptor: {e}"
             ) from None
         _stream_fd = fd
     return _stream

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+
+from ps_runtime import taskenv
 
 # One message carries at most this much; larger tensors are streamed in chunks of
 # DEFAULT_CHUNK_BYTES (and larger row requests are split), so the limit only stops
@@ -21,8 +22,6 @@ GRPC_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.so_reuseport", 0),
 ]
 AUTH_HEADER = "authorization"
-TOKEN_ENV = "TRAINHUB_JOB_TOKEN"
-TLS_ENV = ("TRAINHUB_TLS_CERT", "TRAINHUB_TLS_KEY", "TRAINHUB_TLS_CA")
 
 
 @dataclass(frozen=True)
@@ -35,8 +34,10 @@ class TLSFiles:
 
     @classmethod
     def from_env(cls) -> TLSFiles | None:
-        """TRAINHUB_TLS_CERT/KEY/CA when set, else None (plaintext on a trusted network)."""
-        cert, key, ca = (os.environ.get(n, "") for n in TLS_ENV)
+        """The files in TRAINHUB_TLS_CERT/KEY/CA when set, else None (plaintext on a trusted
+        network)."""
+        files = (taskenv.TLS_CERT, taskenv.TLS_KEY, taskenv.TLS_CA)
+        cert, key, ca = (variable.read() or "" for variable in files)
         return cls(cert, key, ca) if (cert or ca) else None
 
     @staticmethod
@@ -49,7 +50,9 @@ class TLSFiles:
     def server_credentials(self) -> grpc.ServerCredentials:
         """Credentials for a server: needs cert and key."""
         if not (self.cert and self.key):
-            raise ValueError("a TLS server needs TRAINHUB_TLS_CERT and TRAINHUB_TLS_KEY")
+            raise ValueError(
+                f"a TLS server needs {taskenv.TLS_CERT.name} and {taskenv.TLS_KEY.name}"
+            )
         pair = (self._read(self.key) or b"", self._read(self.cert) or b"")
         return grpc.ssl_server_credentials([pair])
 
@@ -60,13 +63,10 @@ class TLSFiles:
 
 def token_from_env() -> str:
     """Return TRAINHUB_JOB_TOKEN or raise with a hint on how to set it."""
-    token = os.environ.get(TOKEN_ENV, "")
-    if not token:
-        raise RuntimeError(
-            f"{TOKEN_ENV} is not set: every runtime RPC needs the job's shared token "
-            "(the agent and `python -m ps_runtime.launch` set it)"
-        )
-    return token
+    return taskenv.JOB_TOKEN.require(
+        why="every runtime RPC needs the job's shared token (the agent and "
+        "`python -m ps_runtime.launch` set it)"
+    )
 
 
 def _abort_unauthenticated(request: Any, context: grpc.ServicerContext) -> Any:
@@ -99,7 +99,8 @@ def tune_allocator() -> None:
         pass
 
 
-class BearerAuthInterceptor(grpc.ServerInterceptor):
+# grpc ships no type hints (and no stubs package is maintained), so its classes are Any.
+class BearerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
     """Reject every RPC whose `authorization` metadata is not `Bearer <token>`."""
 
     def __init__(self, token: str) -> None:

@@ -228,7 +228,8 @@ class StoredTable:
         admitted = self._seen[slots] >= k
         if admitted.any():
             self._pending.delete(new_ids[admitted])  # their counter slots stay unused
-        return new_ids[admitted]
+        result: np.ndarray = new_ids[admitted]
+        return result
 
     @property
     def pending_admission(self) -> int:

@@ -15,47 +15,28 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from ps_runtime import stop_request
+from ps_runtime import stop_request, taskenv
 from ps_runtime.stop_request import StopRequested, Terminated
+from ps_runtime.taskenv import Role, TaskEnvError, TaskEnvironment
 
 log = logging.getLogger("ps_runtime.task")
 
-# The coordinator's exit code when a parameter server was lost (EX_TEMPFAIL): the
-# platform restarts the job from its last checkpoint instead of failing it.
-EXIT_PS_LOST = 75
-
-ROLES = ("coordinator", "ps", "worker")
-STARTUP_TIMEOUT_ENV = "TRAINHUB_STARTUP_TIMEOUT"  # optional, seconds (default 120)
 STOP_GRACE_SECONDS = 5.0
 
 
-class TaskConfigError(RuntimeError):
-    """The task environment is missing or malformed."""
-
-
-def _require(env: Mapping[str, str], name: str) -> str:
-    value = env.get(name, "")
-    if not value:
-        raise TaskConfigError(
-            f"{name} is not set; see docs/protocol.md §2 for the task environment"
-        )
-    return value
-
-
-def serve(role: str, env: Mapping[str, str]) -> int:
-    """Serve a PS shard or worker on TRAINHUB_BIND until SIGTERM/SIGINT; stop gracefully."""
-    bind = _require(env, "TRAINHUB_BIND")
-    token = _require(env, "TRAINHUB_JOB_TOKEN")
-    index = int(env.get("TRAINHUB_TASK_INDEX", "0") or 0)
+def serve(env: TaskEnvironment) -> int:
+    """Serve a PS shard or worker on its bind address until SIGTERM/SIGINT; stop gracefully."""
+    bind = env.bind
+    assert bind is not None  # TaskEnvironment.from_env requires it for ps and worker
     try:
-        server, port = _create_server(role, bind, token, index, env)
+        server, port = _create_server(env, bind)
     except RuntimeError as e:
         if "bind" not in str(e).lower():
             raise
-        raise TaskConfigError(
-            f"cannot listen on {bind}: the port is in use on this node. TrainHub hands task "
-            "ports out of TRAINHUB_TASK_PORT_MIN..MAX (a server setting); keep that range free "
-            "of other services"
+        raise TaskEnvError(
+            f"cannot listen on {bind}: the port is in use on this node. TrainHub hands "
+            "task ports out of TRAINHUB_TASK_PORT_MIN..MAX (a server setting); keep that "
+            "range free of other services"
         ) from e
     stop = threading.Event()
 
@@ -64,52 +45,41 @@ def serve(role: str, env: Mapping[str, str]) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    log.info("%s %d serving on %s (port %d)", role, index, bind, port)
+    log.info("%s %d serving on %s (port %d)", env.role, env.index, bind, port)
     while not stop.wait(1.0):
         pass
-    log.info("%s %d stopping", role, index)
+    log.info("%s %d stopping", env.role, env.index)
     server.stop(STOP_GRACE_SECONDS).wait()
     return 0
 
 
-def _create_server(
-    role: str, bind: str, token: str, index: int, env: Mapping[str, str]
-) -> tuple[Any, int]:
+def _create_server(env: TaskEnvironment, bind: str) -> tuple[Any, int]:
     from ps_runtime.ps_server import create_ps_server
     from ps_runtime.worker_server import create_worker_server
 
-    if role == "ps":
+    if env.role == Role.PS:
         return create_ps_server(
             bind,
-            token=token,
-            shard_index=index,
-            checkpoint_dir=env.get("TRAINHUB_CHECKPOINT_DIR") or None,
+            token=env.job_token,
+            shard_index=env.index,
+            checkpoint_dir=env.checkpoint_dir,
         )
-    return create_worker_server(bind, token=token)
+    return create_worker_server(bind, token=env.job_token)
 
 
-def run_coordinator(env: Mapping[str, str]) -> int:
-    """Wait for the cluster, then call TRAINHUB_ENTRYPOINT(**TRAINHUB_ARGS)."""
+def run_coordinator(env: TaskEnvironment) -> int:
+    """Wait for the cluster, then call the entrypoint with the job's arguments."""
     from ps_runtime.closures import resolve_function
     from ps_runtime.cluster import ClusterResolver
 
-    entrypoint = _require(env, "TRAINHUB_ENTRYPOINT")
-    try:
-        kwargs = json.loads(env.get("TRAINHUB_ARGS") or "{}")
-    except json.JSONDecodeError as e:
-        raise TaskConfigError(f"TRAINHUB_ARGS is not valid JSON: {e}") from None
-    if not isinstance(kwargs, dict):
-        raise TaskConfigError("TRAINHUB_ARGS must be a JSON object of keyword arguments")
-    _require(env, "TRAINHUB_CLUSTER")
-    _require(env, "TRAINHUB_JOB_TOKEN")
-
+    assert env.entrypoint is not None and env.cluster is not None  # checked by from_env
+    kwargs = dict(env.args)
     # Terminated at once, unless the entrypoint opts in to saving a checkpoint first.
     stop_request.install()
-    resolver = ClusterResolver()
-    timeout = float(env.get(STARTUP_TIMEOUT_ENV) or 120)
-    resolver.wait_until_healthy(timeout=timeout)
-    log.info("cluster ready: %s; calling %s(**%s)", resolver, entrypoint, kwargs)
-    fn = resolve_function(entrypoint)
+    resolver = ClusterResolver(env.cluster.ps, env.cluster.worker, env.job_token)
+    resolver.wait_until_healthy(timeout=env.startup_timeout)
+    log.info("cluster ready: %s; calling %s(**%s)", resolver, env.entrypoint, kwargs)
+    fn = resolve_function(env.entrypoint)
     try:
         result: Any = fn(**kwargs)
     except Exception as e:
@@ -126,7 +96,7 @@ def run_coordinator(env: Mapping[str, str]) -> int:
             print(json.dumps({"result": result}, default=str), flush=True)
         except (TypeError, ValueError):
             print(f"result: {result!r}", flush=True)
-    return 0
+    return taskenv.EXIT_SUCCEEDED
 
 
 def main(env: Mapping[str, str] | None = None) -> int:
@@ -145,21 +115,19 @@ def main(env: Mapping[str, str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        role = _require(env, "TRAINHUB_ROLE")
-        if role not in ROLES:
-            raise TaskConfigError(f"TRAINHUB_ROLE={role!r}; expected one of {list(ROLES)}")
-        if role == "coordinator":
-            return run_coordinator(env)
-        return serve(role, env)
+        task_env = TaskEnvironment.from_env(env)
+        if task_env.role == Role.COORDINATOR:
+            return run_coordinator(task_env)
+        return serve(task_env)
     except StopRequested as e:
         print(e, file=sys.stderr, flush=True)
-        return 0
+        return taskenv.EXIT_STOPPED_AFTER_CHECKPOINT
     except Terminated:
         print("terminated by SIGTERM", file=sys.stderr, flush=True)
-        return 128 + signal.SIGTERM
+        return taskenv.EXIT_TERMINATED
     except KeyboardInterrupt:
         return 130
-    except TaskConfigError as e:
+    except TaskEnvError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     except Exception as e:
@@ -177,10 +145,10 @@ def main(env: Mapping[str, str] | None = None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-            return 128 + signal.SIGTERM
+            return taskenv.EXIT_TERMINATED
         traceback.print_exc()
         sys.stderr.flush()
-        return EXIT_PS_LOST if isinstance(e, UnavailableError) else 1
+        return taskenv.EXIT_PS_LOST if isinstance(e, UnavailableError) else 1
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ class Variable:
     @property
     def nbytes(self) -> int:
         """Size of the whole value in bytes."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * int(self.dtype.itemsize)
 
     def _row_bytes(self) -> int:
         return self.nbytes // max(1, self.shape[0]) if self.shape else self.nbytes

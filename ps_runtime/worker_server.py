@@ -68,7 +68,8 @@ def create_worker_server(
 ) -> tuple[grpc.Server, int]:
     """Start a worker on `address` (port 0 picks a free one); return (server, port)."""
     server = rpc.create_grpc_server(token, max_workers=max_workers)
-    ps_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(token), server)
+    # grpcio-tools writes the stub modules without type hints.
+    ps_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(token), server)  # type: ignore[no-untyped-call]
     rpc.add_health_service(server)
     port = rpc.bind(server, address)
     server.start()

@@ -5,46 +5,37 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from ps_runtime.agent import protocol
+from ps_runtime.agent import protocol, rest
 from ps_runtime.agent.facts import gather_facts
 from ps_runtime.agent.state import (
+    STATE_ENV,
+    WORK_DIR_ENV,
     AgentState,
     StateError,
     default_state_path,
+    default_work_dir,
     load_state,
     save_state,
 )
 
 logger = logging.getLogger("ps_runtime.agent")
 
-WORK_DIR_ENV = "TRAINHUB_AGENT_WORK_DIR"
-
 
 class EnrollError(Exception):
     """Enrollment failed; the message is for the user."""
 
 
-def default_work_dir() -> Path:
-    env = os.environ.get(WORK_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".local" / "share" / "trainhub" / "agent"
-
-
-def _server_message(response: httpx.Response) -> str:
+def _server_message(response: rest.Response) -> str:
     """A DRF error body (`{"token": ["…"]}` or `{"detail": "…"}`) as one line."""
     try:
         body: Any = response.json()
     except ValueError:
-        return response.text.strip()[:500] or response.reason_phrase
+        return response.text.strip()[:500] or response.reason
     if isinstance(body, dict):
         parts = []
         for name, value in body.items():
@@ -69,23 +60,21 @@ def enroll(
         raise EnrollError(str(exc)) from None
     facts = gather_facts(server, address)
     url = protocol.api_url(server, protocol.ENROLL_PATH)
+    client = rest.Client({"User-Agent": rest.USER_AGENT}, timeout)
     try:
-        response = httpx.post(url, json=facts.as_enroll_body(token), timeout=timeout)
-    except httpx.HTTPError as exc:
-        reason = str(exc) or type(exc).__name__
-        raise EnrollError(f"cannot reach the server at {server}: {reason}") from None
-    if response.status_code != 201:
+        response = client.post_json(url, facts.as_enroll_body(token))
+    except rest.HTTPError as exc:
+        raise EnrollError(f"cannot reach the server at {server}: {exc}") from None
+    if response.status != 201:
         raise EnrollError(
-            f"the server refused the enrollment (HTTP {response.status_code}): "
+            f"the server refused the enrollment (HTTP {response.status}): "
             f"{_server_message(response)}"
         )
     try:
-        body = response.json()
-        state = AgentState(
-            server=server, node_id=int(body["node_id"]), credential=str(body["credential"])
-        )
-    except (ValueError, KeyError, TypeError):
-        raise EnrollError(f"unexpected enrollment response from {url}") from None
+        enrolled = protocol.parse_enrolled(response.json())
+    except ValueError as exc:  # not JSON, or a ProtocolError
+        raise EnrollError(f"unexpected enrollment response from {url}: {exc}") from None
+    state = AgentState(server=server, node_id=enrolled.node_id, credential=enrolled.credential)
     try:
         save_state(state_file, state)
     except OSError as exc:
@@ -133,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
-    state_help = "state file (default $TRAINHUB_AGENT_STATE or ~/.config/trainhub/agent.json)"
+    state_help = f"state file (default ${STATE_ENV} or ~/.config/trainhub/agent.json)"
 
     p_enroll = sub.add_parser("enroll", help="register this node with a TrainHub server")
     p_enroll.add_argument("--server", required=True, help="e.g. https://trainhub.example.com")
@@ -160,10 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # Both libraries log request/handshake headers at DEBUG, which would include the
-    # node credential; keep them quiet whatever --log-level says.
-    for name in ("websockets", "httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    # websockets logs handshake headers at DEBUG, which would include the node
+    # credential; keep it quiet whatever --log-level says.
+    logging.getLogger("websockets").setLevel(logging.WARNING)
     result: int = args.func(args)
     return result
 

@@ -19,23 +19,26 @@ import logging
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from ps_runtime.agent import protocol
+from ps_runtime.agent import protocol, rest
 from ps_runtime.agent.facts import UsageSampler
 from ps_runtime.agent.outbox import Outbox
-from ps_runtime.agent.protocol import DesiredTasks
+from ps_runtime.agent.protocol import (
+    DesiredTasks,
+    ErrorMessage,
+    Heartbeat,
+    LiveTask,
+    TasksChanged,
+)
 from ps_runtime.agent.reconcile import reconcile
 from ps_runtime.agent.state import AgentState
 from ps_runtime.agent.supervisor import TASK_COMMAND, Supervisor
 
 logger = logging.getLogger(__name__)
 
-USER_AGENT = "trainhub-agent/0.1"
 REENROLL_HINT = (
     "the server rejected this node's credential (401); the node was removed or its "
     "credential revoked. Enroll it again: trainhub-agent enroll --server URL --token T"
@@ -93,31 +96,29 @@ class Agent:
         """Run until stopped; 0 on a clean shutdown, 1 when the credential is rejected."""
         self._loop = asyncio.get_running_loop()
         installed = self._install_signal_handlers()
-        async with httpx.AsyncClient(
-            headers={**self._auth, "User-Agent": USER_AGENT}, timeout=self._http_timeout
-        ) as http:
-            workers = {
-                asyncio.create_task(self._reconcile_loop(http), name="reconcile"),
-                asyncio.create_task(self._connection_loop(), name="connection"),
-            }
-            stopper = asyncio.create_task(self._stop.wait())
-            done, _ = await asyncio.wait({stopper, *workers}, return_when=asyncio.FIRST_COMPLETED)
-            for task in done - {stopper}:
-                exc = task.exception()
-                if isinstance(exc, Unauthorized):
-                    self.fatal_message = REENROLL_HINT
-                elif exc is not None:
-                    logger.error("agent %s loop crashed", task.get_name(), exc_info=exc)
-                    self.fatal_message = f"agent crashed: {exc!r}"
-            logger.info("shutting down: stopping all tasks")
-            for task in workers:
-                if task.get_name() == "reconcile":
-                    task.cancel()
-            await asyncio.to_thread(self.supervisor.stop_all, self._grace)
-            await self._final_flush(timeout=2.0)
-            for task in (*workers, stopper):
+        http = rest.Client({**self._auth, "User-Agent": rest.USER_AGENT}, self._http_timeout)
+        workers = {
+            asyncio.create_task(self._reconcile_loop(http), name="reconcile"),
+            asyncio.create_task(self._connection_loop(), name="connection"),
+        }
+        stopper = asyncio.create_task(self._stop.wait())
+        done, _ = await asyncio.wait({stopper, *workers}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done - {stopper}:
+            exc = task.exception()
+            if isinstance(exc, Unauthorized):
+                self.fatal_message = REENROLL_HINT
+            elif exc is not None:
+                logger.error("agent %s loop crashed", task.get_name(), exc_info=exc)
+                self.fatal_message = f"agent crashed: {exc!r}"
+        logger.info("shutting down: stopping all tasks")
+        for task in workers:
+            if task.get_name() == "reconcile":
                 task.cancel()
-            await asyncio.gather(*workers, stopper, return_exceptions=True)
+        await asyncio.to_thread(self.supervisor.stop_all, self._grace)
+        await self._final_flush(timeout=2.0)
+        for task in (*workers, stopper):
+            task.cancel()
+        await asyncio.gather(*workers, stopper, return_exceptions=True)
         for sig in installed:
             self._loop.remove_signal_handler(sig)
         return 1 if self.fatal_message else 0
@@ -153,7 +154,7 @@ class Agent:
                 async with connect(
                     url,
                     additional_headers=self._auth,
-                    user_agent_header=USER_AGENT,
+                    user_agent_header=rest.USER_AGENT,
                     open_timeout=self._http_timeout,
                 ) as ws:
                     delay = initial
@@ -180,7 +181,7 @@ class Agent:
 
     async def _session(self, ws: ClientConnection) -> None:
         self._reconcile_now.set()
-        await ws.send(json.dumps(self._heartbeat()))
+        await ws.send(json.dumps(self._heartbeat().to_wire()))
         tasks = [
             asyncio.create_task(self._receive_loop(ws)),
             asyncio.create_task(self._send_loop(ws)),
@@ -200,15 +201,14 @@ class Agent:
     async def _receive_loop(self, ws: ClientConnection) -> None:
         async for raw in ws:
             try:
-                message: Any = json.loads(raw)
-            except ValueError:
-                logger.warning("ignoring non-JSON message from server")
+                message = protocol.parse_from_server(json.loads(raw))
+            except ValueError as exc:  # not JSON, or a ProtocolError
+                logger.warning("ignoring a message from the server: %s", exc)
                 continue
-            if isinstance(message, dict) and message.get("type") == "tasks_changed":
+            if isinstance(message, TasksChanged):
                 self._reconcile_now.set()
-            else:
-                kind = message.get("type") if isinstance(message, dict) else None
-                logger.debug("ignoring message of type %r", kind)
+            elif isinstance(message, ErrorMessage):
+                logger.warning("the server refused a message: %s", message.message)
 
     async def _send_loop(self, ws: ClientConnection) -> None:
         while True:
@@ -220,7 +220,7 @@ class Agent:
             messages = self.outbox.drain()
             for i, message in enumerate(messages):
                 try:
-                    await ws.send(json.dumps(message))
+                    await ws.send(json.dumps(message.to_wire()))
                 except BaseException:
                     self.outbox.requeue(messages[i:])
                     raise
@@ -228,31 +228,37 @@ class Agent:
     async def _heartbeat_loop(self, ws: ClientConnection) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_interval)
-            await ws.send(json.dumps(self._heartbeat()))
+            await ws.send(json.dumps(self._heartbeat().to_wire()))
 
-    def _heartbeat(self) -> dict[str, Any]:
-        return protocol.heartbeat_message(self.sampler.sample(), self.supervisor.live_pids())
+    def _heartbeat(self) -> Heartbeat:
+        live = self.supervisor.live_pids()
+        return Heartbeat(
+            usage=self.sampler.sample(),
+            tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
+        )
 
     # -- reconcile -----------------------------------------------------------------------
 
-    async def _reconcile_loop(self, http: httpx.AsyncClient) -> None:
+    async def _reconcile_loop(self, http: rest.Client) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reconcile_now.wait(), self._reconcile_interval)
             self._reconcile_now.clear()
             try:
                 await self.reconcile_once(http)
-            except (httpx.HTTPError, protocol.ProtocolError, ValueError) as exc:
+            except (rest.HTTPError, ValueError) as exc:  # a ProtocolError is a ValueError
                 logger.warning("cannot fetch desired tasks: %s", exc or type(exc).__name__)
 
-    async def fetch_desired(self, http: httpx.AsyncClient) -> DesiredTasks:
-        response = await http.get(protocol.api_url(self.state.server, protocol.DESIRED_TASKS_PATH))
-        if response.status_code == 401:
+    async def fetch_desired(self, http: rest.Client) -> DesiredTasks:
+        url = protocol.api_url(self.state.server, protocol.DESIRED_TASKS_PATH)
+        response = await http.get_async(url)
+        if response.status == 401:
             raise Unauthorized
-        response.raise_for_status()
+        if response.status != 200:
+            raise rest.HTTPError(f"GET {url} answered HTTP {response.status} {response.reason}")
         return protocol.parse_desired_tasks(response.json())
 
-    async def reconcile_once(self, http: httpx.AsyncClient) -> None:
+    async def reconcile_once(self, http: rest.Client) -> None:
         desired = await self.fetch_desired(http)
         self._grace = desired.stop_grace_seconds
         plan = reconcile(

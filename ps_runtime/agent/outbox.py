@@ -15,13 +15,21 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from ps_runtime.agent import protocol
-from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.protocol import (
+    Logs,
+    LogStream,
+    MessageKind,
+    MetricPoint,
+    Metrics,
+    TaskKey,
+    TaskStatus,
+    UpwardMessage,
+)
 
 logger = logging.getLogger(__name__)
 
-LOGS = "logs"
-METRICS = "metrics"
+LOGS = MessageKind.LOGS
+METRICS = MessageKind.METRICS
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_BATCH_ITEMS = 1000
@@ -31,20 +39,21 @@ _ITEM_OVERHEAD = 8
 
 @dataclass
 class _Batch:
-    kind: str  # LOGS or METRICS
+    kind: MessageKind  # LOGS or METRICS
     key: TaskKey
-    stream: str  # stdout/stderr for logs, "" for metrics
-    items: list[Any] = field(default_factory=list)
+    stream: LogStream | None  # the stream of a logs batch, None for metrics
+    items: list[Any] = field(default_factory=list)  # log lines or MetricPoints
     size: int = 0
 
-    def to_message(self) -> dict[str, Any]:
-        if self.kind == LOGS:
-            return protocol.logs_message(self.key, self.stream, self.items)
-        return protocol.metrics_message(self.key, self.items)
+    def to_message(self) -> Logs | Metrics:
+        if self.stream is not None:
+            return Logs(self.key, self.stream, tuple(self.items))
+        return Metrics(self.key, tuple(self.items))
 
 
-# A queued entry is an open or closed batch, or a ready message (task_status).
-_Entry = _Batch | dict[str, Any]
+# A queued entry is an open or closed batch, or a ready message (a task status, or one
+# put back by `requeue`).
+_Entry = _Batch | UpwardMessage
 
 
 class Outbox:
@@ -57,25 +66,24 @@ class Outbox:
         self._max_batch_items = max_batch_items
         self._lock = threading.Lock()
         self._entries: deque[_Entry] = deque()
-        self._open: dict[tuple[str, TaskKey, str], _Batch] = {}
+        self._open: dict[tuple[MessageKind, TaskKey, LogStream | None], _Batch] = {}
         self._bytes = 0
         self.dropped_items = 0
 
-    def add_log(self, key: TaskKey, stream: str, line: str) -> None:
+    def add_log(self, key: TaskKey, stream: LogStream, line: str) -> None:
         self._add(LOGS, key, stream, line, len(line))
 
-    def add_metric(self, key: TaskKey, point: dict[str, Any], size: int) -> None:
-        self._add(METRICS, key, "", point, size)
+    def add_metric(self, key: TaskKey, point: MetricPoint, size: int) -> None:
+        self._add(METRICS, key, None, point, size)
 
-    def add_status(self, message: dict[str, Any]) -> None:
+    def add_status(self, status: TaskStatus) -> None:
         """Queue a task_status after everything already buffered for that task."""
-        key = TaskKey(message["id"], message["attempt"])
         with self._lock:
-            for open_key in [k for k in self._open if k[1] == key]:
+            for open_key in [k for k in self._open if k[1] == status.task]:
                 del self._open[open_key]
-            self._entries.append(message)
+            self._entries.append(status)
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self) -> list[UpwardMessage]:
         """Everything buffered, as protocol messages in order; the buffer is left empty."""
         with self._lock:
             entries = list(self._entries)
@@ -84,7 +92,7 @@ class Outbox:
             self._bytes = 0
         return [e.to_message() if isinstance(e, _Batch) else e for e in entries]
 
-    def requeue(self, messages: list[dict[str, Any]]) -> None:
+    def requeue(self, messages: list[UpwardMessage]) -> None:
         """Put back messages that could not be sent, ahead of anything newer."""
         with self._lock:
             for message in reversed(messages):
@@ -94,7 +102,9 @@ class Outbox:
         with self._lock:
             return len(self._entries)
 
-    def _add(self, kind: str, key: TaskKey, stream: str, item: Any, size: int) -> None:
+    def _add(
+        self, kind: MessageKind, key: TaskKey, stream: LogStream | None, item: Any, size: int
+    ) -> None:
         size += _ITEM_OVERHEAD
         with self._lock:
             batch = self._open.get((kind, key, stream))

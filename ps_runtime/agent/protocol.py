@@ -1,12 +1,74 @@
-"""Wire shapes of the agent ⇄ control-plane protocol (docs/protocol.md §1)."""
+"""The agent ⇄ control-plane protocol (docs/protocol.md §1), defined once for both sides.
+
+Paths, the WebSocket close code, the desired-tasks document (`DesiredTasks`, built by
+`trainhub.jobs.selectors` and parsed by the agent) and, re-exported from `messages`, the
+socket's message types. Everything here is plain data with strict parsers (see
+`fields`); this module imports neither Django nor anything of the control plane.
+"""
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_str, join
+from ps_runtime.agent.messages import (
+    AgentMessage,
+    DownwardMessage,
+    ErrorMessage,
+    Heartbeat,
+    LiveTask,
+    Logs,
+    LogStream,
+    MessageKind,
+    MetricPoint,
+    Metrics,
+    ReportedState,
+    TaskKey,
+    TasksChanged,
+    TaskStatus,
+    UpwardMessage,
+    parse_agent_message,
+    parse_from_agent,
+    parse_from_server,
+)
+from ps_runtime.taskenv import Role
+
+__all__ = [
+    "CLOSE_UNAUTHORIZED",
+    "DEFAULT_STOP_GRACE_SECONDS",
+    "DESIRED_TASKS_PATH",
+    "ENROLL_PATH",
+    "WEBSOCKET_PATH",
+    "AgentMessage",
+    "DesiredTask",
+    "DesiredTasks",
+    "DownwardMessage",
+    "Enrolled",
+    "ErrorMessage",
+    "Heartbeat",
+    "LiveTask",
+    "LogStream",
+    "Logs",
+    "MessageKind",
+    "MetricPoint",
+    "Metrics",
+    "ProtocolError",
+    "ReportedState",
+    "TaskKey",
+    "TaskStatus",
+    "TasksChanged",
+    "UpwardMessage",
+    "api_url",
+    "parse_agent_message",
+    "parse_desired_task",
+    "parse_desired_tasks",
+    "parse_enrolled",
+    "parse_from_agent",
+    "parse_from_server",
+    "websocket_url",
+]
 
 ENROLL_PATH = "/api/v1/nodes/enroll/"
 DESIRED_TASKS_PATH = "/api/v1/agent/tasks/"
@@ -16,39 +78,20 @@ DEFAULT_STOP_GRACE_SECONDS = 5.0
 # Close code the server uses on the agent socket for a bad credential.
 CLOSE_UNAUTHORIZED = 4401
 
-# task_status states
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-STOPPED = "stopped"
 
-STDOUT = "stdout"
-STDERR = "stderr"
-
-
-class ProtocolError(ValueError):
-    """The control plane sent something that does not match docs/protocol.md."""
-
-
-class TaskKey(NamedTuple):
-    """A task attempt: a new attempt of the same id means "restart"."""
-
-    id: int
-    attempt: int
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DesiredTask:
-    """One entry of `GET /api/v1/agent/tasks/`."""
+    """One entry of `GET /api/v1/agent/tasks/`: a task attempt that should be running."""
 
     id: int
     attempt: int
     job_id: int
-    role: str
+    role: Role
     index: int
     cpu: float = 0.0
     memory_mb: int = 0
     gpu_indices: tuple[int, ...] = ()
+    # Added to the task process's environment (built with `ps_runtime.taskenv`).
     env: Mapping[str, str] = field(default_factory=dict)
     # SIGTERM-to-SIGKILL time when this task stops; None: the response-level value.
     stop_grace_seconds: float | None = None
@@ -57,121 +100,105 @@ class DesiredTask:
     def key(self) -> TaskKey:
         return TaskKey(self.id, self.attempt)
 
+    def to_wire(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "id": self.id,
+            "job_id": self.job_id,
+            "role": self.role.value,
+            "index": self.index,
+            "attempt": self.attempt,
+            "resources": {
+                "cpu": self.cpu,
+                "memory_mb": self.memory_mb,
+                "gpu_indices": list(self.gpu_indices),
+            },
+            "env": dict(self.env),
+        }
+        if self.stop_grace_seconds is not None:
+            document["stop_grace_seconds"] = self.stop_grace_seconds
+        return document
 
-@dataclass(frozen=True)
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> DesiredTask:
+        resources = fields.obj("resources")
+        gpus = resources.at("gpu_indices")
+        env = fields.obj("env")
+        return cls(
+            id=fields.integer("id"),
+            attempt=fields.integer("attempt", minimum=0),
+            job_id=fields.integer("job_id"),
+            role=fields.choice("role", Role),
+            index=fields.integer("index", minimum=0),
+            cpu=resources.optional_number("cpu", minimum=0) or 0.0,
+            memory_mb=resources.optional_integer("memory_mb", minimum=0) or 0,
+            gpu_indices=tuple(
+                as_int(i, join(gpus, n), minimum=0)
+                for n, i in enumerate(resources.items("gpu_indices"))
+            ),
+            env={name: as_str(value, env.at(name)) for name, value in env.data.items()},
+            stop_grace_seconds=fields.optional_number("stop_grace_seconds", minimum=0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class DesiredTasks:
-    """The complete set of tasks that should run on this node now."""
+    """The complete set of tasks that should run on one node now."""
 
     tasks: tuple[DesiredTask, ...]
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
     node_id: int | None = None
 
-
-def _int(obj: Mapping[str, Any], name: str, default: int | None = None) -> int:
-    value = obj.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError(f"task field {name!r} must be an integer, got {value!r}")
-    return value
-
-
-def _stop_grace(value: Any, where: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ProtocolError(f"{where} must be a non-negative number, got {value!r}")
-    return float(value)
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "stop_grace_seconds": self.stop_grace_seconds,
+            "tasks": [task.to_wire() for task in self.tasks],
+        }
 
 
-def _env_value(value: Any) -> str:
-    # The contract says strings; tolerate JSON scalars/objects rather than crash a node.
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
+def parse_desired_task(obj: object, path: str = "task") -> DesiredTask:
+    """Validate one task object of the desired-tasks document."""
+    return DesiredTask.from_fields(JsonObject(obj, path))
 
 
-def parse_desired_task(obj: Any) -> DesiredTask:
-    """Validate one task object from the desired-tasks response."""
-    if not isinstance(obj, Mapping):
-        raise ProtocolError(f"task must be an object, got {type(obj).__name__}")
-    resources = obj.get("resources") or {}
-    env = obj.get("env") or {}
-    if not isinstance(resources, Mapping) or not isinstance(env, Mapping):
-        raise ProtocolError("task 'resources' and 'env' must be objects")
-    cpu = resources.get("cpu", 0) or 0
-    if isinstance(cpu, bool) or not isinstance(cpu, int | float) or cpu < 0:
-        raise ProtocolError(f"resources.cpu must be a non-negative number, got {cpu!r}")
-    memory_mb = _int(resources, "memory_mb", 0) if resources.get("memory_mb") else 0
-    gpu_indices = resources.get("gpu_indices") or []
-    if not isinstance(gpu_indices, Sequence) or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in gpu_indices
-    ):
-        raise ProtocolError(f"resources.gpu_indices must be a list of integers: {gpu_indices!r}")
-    grace = obj.get("stop_grace_seconds")
-    return DesiredTask(
-        id=_int(obj, "id"),
-        attempt=_int(obj, "attempt", 0),
-        job_id=_int(obj, "job_id", 0),
-        role=str(obj.get("role", "")),
-        index=_int(obj, "index", 0),
-        cpu=float(cpu),
-        memory_mb=memory_mb,
-        gpu_indices=tuple(gpu_indices),
-        env={str(k): _env_value(v) for k, v in env.items()},
-        stop_grace_seconds=None if grace is None else _stop_grace(grace, "task stop_grace_seconds"),
-    )
+def parse_desired_tasks(body: object) -> DesiredTasks:
+    """Validate the body of `GET /api/v1/agent/tasks/`.
 
-
-def parse_desired_tasks(body: Any) -> DesiredTasks:
-    """Validate the body of `GET /api/v1/agent/tasks/`."""
-    if not isinstance(body, Mapping) or not isinstance(body.get("tasks"), list):
-        raise ProtocolError("desired tasks response must be an object with a 'tasks' list")
-    grace = body.get("stop_grace_seconds")
-    if grace is None:
-        grace = DEFAULT_STOP_GRACE_SECONDS
-    node_id = body.get("node_id")
+    Raises:
+        ProtocolError: naming the first field that does not match docs/protocol.md.
+    """
+    fields = JsonObject(body, root="the desired tasks document")
+    grace = fields.optional_number("stop_grace_seconds", minimum=0)
     return DesiredTasks(
-        tasks=tuple(parse_desired_task(t) for t in body["tasks"]),
-        stop_grace_seconds=_stop_grace(grace, "stop_grace_seconds"),
-        node_id=node_id if isinstance(node_id, int) else None,
+        tasks=tuple(
+            parse_desired_task(task, join("tasks", i))
+            for i, task in enumerate(fields.items("tasks", required=True))
+        ),
+        stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS if grace is None else grace,
+        node_id=fields.optional_integer("node_id"),
     )
 
 
-def heartbeat_message(usage: Mapping[str, float], tasks: Mapping[TaskKey, int]) -> dict[str, Any]:
-    return {
-        "type": "heartbeat",
-        "usage": dict(usage),
-        "tasks": [{"id": k.id, "attempt": k.attempt, "pid": pid} for k, pid in tasks.items()],
-    }
+@dataclass(frozen=True, slots=True)
+class Enrolled:
+    """The answer to `POST /api/v1/nodes/enroll/`: the node's id and credential (once)."""
+
+    node_id: int
+    credential: str
+
+    def __repr__(self) -> str:  # never print the credential by accident
+        return f"Enrolled(node_id={self.node_id!r}, credential=***)"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "credential": self.credential}
 
 
-def task_status_message(
-    key: TaskKey, state: str, exit_code: int | None = None, message: str = ""
-) -> dict[str, Any]:
-    return {
-        "type": "task_status",
-        "id": key.id,
-        "attempt": key.attempt,
-        "state": state,
-        "exit_code": exit_code,
-        "message": message,
-    }
-
-
-def metrics_message(key: TaskKey, points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    return {"type": "metrics", "id": key.id, "attempt": key.attempt, "points": list(points)}
-
-
-def logs_message(key: TaskKey, stream: str, lines: Sequence[str]) -> dict[str, Any]:
-    return {
-        "type": "logs",
-        "id": key.id,
-        "attempt": key.attempt,
-        "stream": stream,
-        "lines": list(lines),
-    }
+def parse_enrolled(body: object) -> Enrolled:
+    """Validate the enrollment answer; `ProtocolError` names the field."""
+    fields = JsonObject(body, root="the enrollment answer")
+    return Enrolled(
+        node_id=fields.integer("node_id"), credential=fields.text("credential", non_empty=True)
+    )
 
 
 def api_url(server: str, path: str) -> str:

@@ -1,4 +1,5 @@
-"""The agent's state file: `{"server", "node_id", "credential"}`, mode 0600."""
+"""Where the agent keeps its files, and its state file: `{"server", "node_id",
+"credential"}`, mode 0600."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+# The agent's own settings (not part of any task's environment, see ps_runtime.taskenv).
 STATE_ENV = "TRAINHUB_AGENT_STATE"
+WORK_DIR_ENV = "TRAINHUB_AGENT_WORK_DIR"
 
 
 class StateError(Exception):
@@ -30,6 +33,14 @@ def default_state_path() -> Path:
     if env:
         return Path(env).expanduser()
     return Path.home() / ".config" / "trainhub" / "agent.json"
+
+
+def default_work_dir() -> Path:
+    """Where task attempts get their working directories."""
+    env = os.environ.get(WORK_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".local" / "share" / "trainhub" / "agent"
 
 
 def save_state(path: Path, state: AgentState) -> None:

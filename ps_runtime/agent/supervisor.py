@@ -22,15 +22,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from ps_runtime import taskenv
 from ps_runtime.agent import limits, protocol
+from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
 from ps_runtime.agent.outbox import Outbox
-from ps_runtime.agent.protocol import DesiredTask, TaskKey
+from ps_runtime.agent.protocol import (
+    DesiredTask,
+    LogStream,
+    MetricPoint,
+    ReportedState,
+    TaskKey,
+    TaskStatus,
+)
 
 logger = logging.getLogger(__name__)
 
 TASK_COMMAND: tuple[str, ...] = (sys.executable, "-m", "ps_runtime.task")
-CLUSTER_ENV = "TRAINHUB_CLUSTER"
-CLUSTER_FILE_ENV = "TRAINHUB_CLUSTER_FILE"
 MAX_LINE_BYTES = 64 * 1024  # longer lines are split; keeps memory per reader bounded
 READER_JOIN_SECONDS = 2.0  # a grandchild may keep the pipes open after the leader exits
 
@@ -59,21 +66,37 @@ class TaskProcess:
         return self.proc.pid
 
 
-def parse_metric_line(line: str) -> dict[str, Any] | None:
-    """A `ps_runtime.report()` line as a protocol point, or None when it is not one."""
+def parse_metric_line(line: str) -> tuple[MetricPoint | None, list[str]]:
+    """A `ps_runtime.report()` line as a protocol point (None when it is not one), and the
+    names of values dropped because they are not finite numbers (the protocol refuses
+    NaN and infinity; one bad value does not cost the others)."""
     try:
         obj = json.loads(line)
     except ValueError:
-        return None
+        return None, []
     if not isinstance(obj, dict) or not isinstance(obj.get("values"), dict):
-        return None
+        return None, []
     step = obj.get("step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-        return None
-    when = obj.get("time")
-    if not isinstance(when, str):
-        when = datetime.now(UTC).isoformat()
-    return {"step": step, "time": when, "values": obj["values"]}
+        return None, []
+    values: dict[str, float] = {}
+    dropped: list[str] = []
+    for name, value in obj["values"].items():
+        try:
+            values[as_str(name, "name", non_empty=True)] = as_number(value, name)
+        except ProtocolError:
+            dropped.append(name)
+    if not values:
+        return None, dropped
+    return MetricPoint(values=values, step=step, time=_report_time(obj.get("time"))), dropped
+
+
+def _report_time(value: Any) -> datetime:
+    """The time the task reported, or now when it gave none we can use."""
+    try:
+        return as_time(value, "time")
+    except ProtocolError:
+        return datetime.now(UTC)
 
 
 def describe_exit(returncode: int) -> tuple[int, str]:
@@ -148,15 +171,15 @@ class Supervisor:
         cpus = limits.choose_cpus(self._cpus, task.cpu, in_use)
         read_fd, write_fd = os.pipe()
         env = {**os.environ, **task.env}
-        env["TRAINHUB_METRICS_FD"] = str(write_fd)
+        taskenv.METRICS_FD.put(env, write_fd)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in task.gpu_indices)
         try:
             cwd = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
             cwd.mkdir(parents=True, exist_ok=True)
-            cluster = task.env.get(CLUSTER_ENV, "")
+            cluster = task.env.get(taskenv.CLUSTER.name, "")
             cluster_file = cwd / "cluster.json"
             _write_atomically(cluster_file, cluster)
-            env[CLUSTER_FILE_ENV] = str(cluster_file)
+            taskenv.CLUSTER_FILE.put(env, str(cluster_file))
             proc = subprocess.Popen(
                 self._command,
                 env=env,
@@ -172,7 +195,7 @@ class Supervisor:
             os.close(read_fd)
             logger.error("task %s attempt %s failed to start: %s", task.id, task.attempt, exc)
             self._outbox.add_status(
-                protocol.task_status_message(key, protocol.FAILED, None, f"failed to start: {exc}")
+                TaskStatus(key, ReportedState.FAILED, None, f"failed to start: {exc}")
             )
             with self._lock:
                 self._finished.add(key)
@@ -197,11 +220,11 @@ class Supervisor:
             proc.pid,
             cpus or "all",
         )
-        self._outbox.add_status(protocol.task_status_message(key, protocol.RUNNING, None, ""))
+        self._outbox.add_status(TaskStatus(key, ReportedState.RUNNING))
         assert proc.stdout is not None and proc.stderr is not None
         tp.readers = [
-            self._thread(self._read_logs, tp, proc.stdout, protocol.STDOUT),
-            self._thread(self._read_logs, tp, proc.stderr, protocol.STDERR),
+            self._thread(self._read_logs, tp, proc.stdout, LogStream.STDOUT),
+            self._thread(self._read_logs, tp, proc.stderr, LogStream.STDERR),
             self._thread(self._read_metrics, tp, os.fdopen(read_fd, "rb")),
         ]
         self._thread(self._wait, tp)
@@ -212,7 +235,7 @@ class Supervisor:
         or removed); the coordinator watches it. True if it was rewritten."""
         with self._lock:
             tp = self._live.get(task.key)
-        cluster = task.env.get(CLUSTER_ENV, "")
+        cluster = task.env.get(taskenv.CLUSTER.name, "")
         if tp is None or tp.cluster_file is None or cluster == tp.cluster:
             return False
         _write_atomically(tp.cluster_file, cluster)
@@ -267,7 +290,7 @@ class Supervisor:
 
     # -- threads -----------------------------------------------------------------------
 
-    def _read_logs(self, tp: TaskProcess, pipe: IO[bytes], stream: str) -> None:
+    def _read_logs(self, tp: TaskProcess, pipe: IO[bytes], stream: LogStream) -> None:
         with pipe:
             for raw in iter(lambda: pipe.readline(MAX_LINE_BYTES), b""):
                 self._outbox.add_log(tp.key, stream, _decode(raw))
@@ -278,12 +301,15 @@ class Supervisor:
                 line = _decode(raw)
                 if not line.strip():
                     continue
-                point = parse_metric_line(line)
+                point, dropped = parse_metric_line(line)
+                # Bad metrics never crash the task or the agent; they surface as a log.
                 if point is None:
-                    # Bad metrics never crash the task or the agent; they surface as a log.
-                    self._outbox.add_log(tp.key, protocol.STDERR, f"[unparsable metrics] {line}")
-                else:
-                    self._outbox.add_metric(tp.key, point, len(raw))
+                    self._outbox.add_log(tp.key, LogStream.STDERR, f"[unparsable metrics] {line}")
+                    continue
+                if dropped:
+                    note = f"[metrics] dropped values that are not finite numbers: {line}"
+                    self._outbox.add_log(tp.key, LogStream.STDERR, note)
+                self._outbox.add_metric(tp.key, point, len(raw))
 
     def _wait(self, tp: TaskProcess) -> None:
         returncode = tp.proc.wait()
@@ -296,14 +322,14 @@ class Supervisor:
             reader.join(READER_JOIN_SECONDS)
         exit_code, message = describe_exit(returncode)
         if stopped:
-            state = protocol.STOPPED
+            state = ReportedState.STOPPED
         elif returncode == 0:
-            state = protocol.SUCCEEDED
+            state = ReportedState.SUCCEEDED
         else:
-            state = protocol.FAILED
+            state = ReportedState.FAILED
         key = tp.key
         logger.info("task %s attempt %s %s: %s", key.id, key.attempt, state, message)
-        self._outbox.add_status(protocol.task_status_message(key, state, exit_code, message))
+        self._outbox.add_status(TaskStatus(key, state, exit_code, message))
         with self._lock:
             self._live.pop(key, None)
             self._finished.add(key)

@@ -10,7 +10,6 @@ MLP is a few dense PS variables, and every worker step pulls, computes and pushe
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 import ps_runtime
+from ps_runtime import taskenv
 from ps_runtime.cluster import ClusterResolver, LocalCluster
 from ps_runtime.coordinator import ClusterCoordinator
 from ps_runtime.models import logistic, wide_deep
@@ -165,7 +165,7 @@ def train(
         raise ValueError(f"model must be one of {MODELS}, not {model!r}")
     local = None
     if cluster is None:
-        if os.environ.get("TRAINHUB_CLUSTER"):
+        if taskenv.CLUSTER.is_set():
             cluster = ClusterResolver()
         else:
             local = LocalCluster(num_ps=1, num_workers=1)

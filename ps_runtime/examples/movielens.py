@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 import ps_runtime
+from ps_runtime import taskenv
 from ps_runtime.checkpoint_manager import CheckpointManager
 from ps_runtime.cluster import ClusterResolver, LocalCluster
 from ps_runtime.coordinator import ClusterCoordinator, RemoteValue
@@ -239,11 +240,9 @@ def train(
     steps in flight, saves and returns no result.
     `in_flight_per_worker` > 1 overlaps more steps per worker: faster, staler gradients.
     """
-    import os
-
     local = None
     if cluster is None:
-        if os.environ.get("TRAINHUB_CLUSTER"):
+        if taskenv.CLUSTER.is_set():
             cluster = ClusterResolver()
         else:
             local = LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=checkpoint_dir)

@@ -13,7 +13,8 @@ from .losses import logistic_loss, logistic_loss_grad
 
 def forward(weights: np.ndarray, bias: float) -> np.ndarray:
     """Logits from the gathered weights, shape (B, F, 1) or (B, F)."""
-    return weights.reshape(len(weights), -1).sum(axis=1) + bias
+    logits: np.ndarray = weights.reshape(len(weights), -1).sum(axis=1) + bias
+    return logits
 
 
 def loss_and_gradients(

@@ -21,4 +21,5 @@ def logistic_loss(logits: np.ndarray, labels: np.ndarray) -> float:
 
 def logistic_loss_grad(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """d(mean loss)/d logits."""
-    return (sigmoid(logits) - labels) / len(labels)
+    grad: np.ndarray = (sigmoid(logits) - labels) / len(labels)
+    return grad

@@ -12,7 +12,10 @@ import numpy as np
 
 def predict(users: np.ndarray, items: np.ndarray, mean: float) -> np.ndarray:
     """ŷ from gathered rows [p, b] of users and items."""
-    return mean + users[:, -1] + items[:, -1] + np.einsum("ij,ij->i", users[:, :-1], items[:, :-1])
+    yhat: np.ndarray = (
+        mean + users[:, -1] + items[:, -1] + np.einsum("ij,ij->i", users[:, :-1], items[:, :-1])
+    )
+    return yhat
 
 
 def loss_and_gradients(

@@ -1,4 +1,8 @@
-"""Playing a node agent against the real gateway: fetch desired tasks, report statuses."""
+"""Playing a node agent against the real gateway: fetch desired tasks, report statuses.
+
+Both go through the runtime's own protocol types, so every test that uses these also
+checks that what the server sends is what an agent accepts, and the other way round.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,17 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.agents.services import handle_message
 
+from ps_runtime.agent.protocol import ReportedState, TaskKey, TaskStatus, parse_desired_tasks
+
 
 def agent_tasks(credential: str) -> dict[str, Any]:
     response = APIClient().get("/api/v1/agent/tasks/", HTTP_AUTHORIZATION=f"Node {credential}")
     assert response.status_code == 200, response.content
-    return response.json()
+    body: dict[str, Any] = response.json()
+    parse_desired_tasks(body)  # the agent's strict parser accepts what the server sends
+    return body
 
 
 def report(node_id: int, task: dict[str, Any], state: str, exit_code: int | None = None) -> None:
-    handle_message(
-        node_id=node_id,
-        now=timezone.now(),
-        message={
-            "type": "task_status",
-            "id": task["id"],
-            "attempt": task["attempt"],
-            "state": state,
-            "exit_code": exit_code,
-            "message": "",
-        },
-    )
+    status = TaskStatus(TaskKey(task["id"], task["attempt"]), ReportedState(state), exit_code)
+    handle_message(node_id=node_id, now=timezone.now(), message=status.to_wire())

@@ -42,7 +42,8 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         return SCHEME
 
 
-class NodeCredentialScheme(OpenApiAuthenticationExtension):
+# drf-spectacular registers extensions in an untyped __init_subclass__.
+class NodeCredentialScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = NodeCredentialAuthentication
     name = "nodeCredential"
 

@@ -9,18 +9,24 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.utils import timezone
 
-from trainhub.nodes.channels import node_group
+from ps_runtime.agent.protocol import (
+    CLOSE_UNAUTHORIZED,
+    ErrorMessage,
+    ProtocolError,
+    TasksChanged,
+)
 from trainhub.nodes.services import authenticate_node, record_heartbeat
 
 from .authentication import credential_from_header
-from .services import BadMessage, handle_message
+from .notify import node_group
+from .services import handle_message
 
 logger = logging.getLogger(__name__)
 
-CLOSE_UNAUTHENTICATED = 4401
 
+class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    """One node agent's socket: messages up go to `handle_message`, notices come down."""
 
-class AgentConsumer(AsyncJsonWebsocketConsumer):
     node_id: int | None = None
 
     async def connect(self) -> None:
@@ -29,7 +35,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         credential = credential_from_header(raw)
         node = await database_sync_to_async(authenticate_node)(credential) if credential else None
         if node is None:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            await self.close(code=CLOSE_UNAUTHORIZED)
             return
         self.node_id = node.pk
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
@@ -45,17 +51,17 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             logger.info("agent of node %s disconnected (%s)", self.node_id, code)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if self.node_id is None or not isinstance(content, dict):
+        if self.node_id is None:
             return
         try:
             await database_sync_to_async(handle_message)(
                 node_id=self.node_id, message=content, now=timezone.now()
             )
-        except BadMessage as exc:
-            logger.warning(
-                "node %s sent a bad %r message: %s", self.node_id, content.get("type"), exc
-            )
-            await self.send_json({"type": "error", "message": str(exc)})
+        except ProtocolError as exc:
+            kind = content.get("type") if isinstance(content, dict) else None
+            logger.warning("node %s sent a bad %r message: %s", self.node_id, kind, exc)
+            await self.send_json(ErrorMessage(str(exc)).to_wire())
 
     async def tasks_changed(self, event: dict[str, Any]) -> None:
-        await self.send_json({"type": "tasks_changed"})
+        """The channel-layer notice `notify.TASKS_CHANGED`, passed on to the agent."""
+        await self.send_json(TasksChanged().to_wire())

@@ -1,78 +1,84 @@
-"""Translating agent messages into calls on the nodes, jobs and telemetry services."""
+"""Translating agent messages into calls on the nodes, jobs and telemetry services.
+
+A message is parsed once, strictly, by the protocol module the agent itself uses
+(`ps_runtime.agent.protocol`); from there on only typed values travel. What browsers
+see of metrics and logs is telemetry's business: its ingest functions publish the
+events that the live feed turns into pushes.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import assert_never
 
-from trainhub.jobs.channels import send_to_job
+from ps_runtime.agent.protocol import (
+    Heartbeat,
+    Logs,
+    Metrics,
+    ProtocolError,
+    TaskKey,
+    TaskStatus,
+    parse_from_agent,
+)
 from trainhub.jobs.choices import TaskState
 from trainhub.jobs.models import Task
 from trainhub.jobs.services import record_task_status, settle_unstarted_tasks
 from trainhub.nodes.services import record_heartbeat
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 
-_REPORTABLE = {TaskState.RUNNING, TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED}
+__all__ = ["ProtocolError", "handle_message"]
 
 
-class BadMessage(ValueError):
-    """The agent sent something that does not follow docs/protocol.md."""
+def handle_message(*, node_id: int, message: object, now: datetime) -> None:
+    """Apply one message (decoded JSON) from the agent of `node_id`.
 
-
-def _int(message: dict[str, Any], key: str) -> int:
-    value = message.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise BadMessage(f"'{key}' must be an integer")
-    return value
-
-
-def _own_task(node_id: int, message: dict[str, Any]) -> Task | None:
-    return Task.objects.filter(
-        pk=_int(message, "id"), attempt=_int(message, "attempt"), node_id=node_id
-    ).first()
-
-
-def handle_message(*, node_id: int, message: dict[str, Any], now: datetime) -> None:
-    """Apply one message from the agent of `node_id`."""
-    kind = message.get("type")
-    if kind == "heartbeat":
-        usage = message.get("usage")
-        record_heartbeat(node_id=node_id, usage=usage if isinstance(usage, dict) else {}, now=now)
-        live = message.get("tasks")
-        if isinstance(live, list):
-            settle_unstarted_tasks(
-                node_id=node_id,
-                live={(t.get("id"), t.get("attempt")) for t in live if isinstance(t, dict)},
-                now=now,
-            )
-    elif kind == "task_status":
-        state = message.get("state")
-        if state not in _REPORTABLE:
-            raise BadMessage(f"unknown task state {state!r}")
-        exit_code = message.get("exit_code")
-        record_task_status(
-            node_id=node_id,
-            task_id=_int(message, "id"),
-            attempt=_int(message, "attempt"),
-            state=TaskState(state),
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            message=str(message.get("message") or ""),
-            now=now,
-        )
-    elif kind == "metrics":
-        task = _own_task(node_id, message)
-        points = message.get("points")
-        if task is not None and isinstance(points, list):
-            flat = ingest_metrics(task=task, points=points, now=now)
-            if flat:
-                send_to_job(task.job_id, {"type": "metrics.points", "points": flat})
-    elif kind == "logs":
-        task = _own_task(node_id, message)
-        lines = message.get("lines")
-        if task is not None and isinstance(lines, list):
-            rows = ingest_logs(
-                task=task, stream=str(message.get("stream", "stdout")), lines=lines, now=now
-            )
-            send_to_job(task.job_id, {"type": "log.lines", "lines": rows})
+    Raises:
+        ProtocolError: the message does not follow docs/protocol.md; nothing changed.
+    """
+    parsed = parse_from_agent(message)
+    if isinstance(parsed, Heartbeat):
+        _heartbeat(node_id, parsed, now)
+    elif isinstance(parsed, TaskStatus):
+        _task_status(node_id, parsed, now)
+    elif isinstance(parsed, Metrics):
+        _metrics(node_id, parsed, now)
+    elif isinstance(parsed, Logs):
+        _logs(node_id, parsed, now)
     else:
-        raise BadMessage(f"unknown message type {kind!r}")
+        assert_never(parsed)
+
+
+def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
+    record_heartbeat(node_id=node_id, usage=dict(heartbeat.usage), now=now)
+    settle_unstarted_tasks(
+        node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
+    )
+
+
+def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:
+    record_task_status(
+        node_id=node_id,
+        task_id=status.task.id,
+        attempt=status.task.attempt,
+        state=TaskState(status.state.value),
+        exit_code=status.exit_code,
+        message=status.message,
+        now=now,
+    )
+
+
+def _own_task(node_id: int, key: TaskKey) -> Task | None:
+    """The task attempt, if it runs on this node (another node's reports are ignored)."""
+    return Task.objects.filter(pk=key.id, attempt=key.attempt, node_id=node_id).first()
+
+
+def _metrics(node_id: int, metrics: Metrics, now: datetime) -> None:
+    task = _own_task(node_id, metrics.task)
+    if task is not None and metrics.points:
+        ingest_metrics(task=task, points=[p.to_wire() for p in metrics.points], now=now)
+
+
+def _logs(node_id: int, logs: Logs, now: datetime) -> None:
+    task = _own_task(node_id, logs.task)
+    if task is not None:
+        ingest_logs(task=task, stream=logs.stream.value, lines=list(logs.lines), now=now)

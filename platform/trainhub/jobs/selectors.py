@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
-from typing import Any
 
 from django.conf import settings
 
+from ps_runtime.agent.protocol import DEFAULT_STOP_GRACE_SECONDS, DesiredTask, DesiredTasks
+from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
 from trainhub.nodes.models import Node
 
 from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
+from .jobspec import JobSpec
 from .models import Job, Task
 
 # A preempted job's PS shards and workers keep serving while its coordinator checkpoints.
 JOB_SERVING = JOB_PLACED | {JobState.PREEMPTED}
 
 
-def desired_tasks(node: Node) -> list[dict[str, Any]]:
-    """The tasks that should be running on `node`, in the agent protocol's shape."""
+def desired_tasks(node: Node) -> DesiredTasks:
+    """The tasks that should be running on `node`: the agent protocol's document."""
     mine = list(
         Task.objects.filter(
             node=node,
@@ -28,7 +29,16 @@ def desired_tasks(node: Node) -> list[dict[str, Any]]:
             job__state__in=JOB_SERVING,
         ).select_related("job", "node")
     )
-    job_ids = {t.job_id for t in mine}
+    clusters = _clusters({t.job_id for t in mine})
+    return DesiredTasks(
+        node_id=node.pk,
+        stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS,
+        tasks=tuple(_desired_task(t, clusters.get(t.job_id, ClusterSpec())) for t in mine),
+    )
+
+
+def _clusters(job_ids: set[int]) -> dict[int, ClusterSpec]:
+    """Each job's PS and worker addresses in index order, as the runtime expects them."""
     peers: dict[int, dict[str, list[str]]] = defaultdict(lambda: {"ps": [], "worker": []})
     for peer in (
         Task.objects.filter(
@@ -42,40 +52,48 @@ def desired_tasks(node: Node) -> list[dict[str, Any]]:
     ):
         if peer.address:
             peers[peer.job_id][peer.role].append(peer.address)
-    return [_task_document(t, peers[t.job_id]) for t in mine]
+    return {
+        job_id: ClusterSpec(ps=tuple(roles["ps"]), worker=tuple(roles["worker"]))
+        for job_id, roles in peers.items()
+    }
 
 
-def _task_document(task: Task, cluster: dict[str, list[str]]) -> dict[str, Any]:
+def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
+    """What the task process is told (docs/protocol.md §2)."""
     job: Job = task.job
-    env = {
-        "TRAINHUB_JOB_ID": str(job.pk),
-        "TRAINHUB_TASK_ID": str(task.pk),
-        "TRAINHUB_ROLE": task.role,
-        "TRAINHUB_TASK_INDEX": str(task.index),
-        "TRAINHUB_CLUSTER": json.dumps(cluster),
-        "TRAINHUB_JOB_TOKEN": job.runtime_token,
-        "TRAINHUB_CHECKPOINT_DIR": os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
-    }
+    # Only a coordinator runs the job's code, so only it needs the spec.
+    spec = JobSpec.from_dict(job.spec) if task.role == TaskRole.COORDINATOR else None
+    bind = None
     if task.port is not None and task.node is not None:
-        env["TRAINHUB_BIND"] = f"{task.node.address}:{task.port}"
-    if task.role == TaskRole.COORDINATOR:
-        env["TRAINHUB_ENTRYPOINT"] = job.spec["entrypoint"]
-        env["TRAINHUB_ARGS"] = json.dumps(job.spec.get("args", {}))
-        env["TRAINHUB_CHECKPOINT_EVERY_SECONDS"] = str(job.spec["checkpoint_every_seconds"])
-    document: dict[str, Any] = {
-        "id": task.pk,
-        "job_id": job.pk,
-        "role": task.role,
-        "index": task.index,
-        "attempt": task.attempt,
-        "resources": {
-            "cpu": task.cpu,
-            "memory_mb": task.memory_mb,
-            "gpu_indices": task.gpu_indices,
-        },
-        "env": env,
-    }
-    if task.role == TaskRole.COORDINATOR:
-        # Time to save a checkpoint when stopped (preemption), before SIGKILL.
-        document["stop_grace_seconds"] = settings.PREEMPTION_GRACE_SECONDS
-    return document
+        bind = f"{task.node.address}:{task.port}"
+    return TaskEnvironment(
+        role=Role(task.role),
+        job_token=job.runtime_token,
+        job_id=str(job.pk),
+        task_id=str(task.pk),
+        index=task.index,
+        cluster=cluster,
+        bind=bind,
+        checkpoint_dir=os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
+        entrypoint=spec.entrypoint if spec else None,
+        args=dict(spec.args) if spec else {},
+        checkpoint_every_seconds=float(spec.checkpoint_every_seconds) if spec else None,
+    )
+
+
+def _desired_task(task: Task, cluster: ClusterSpec) -> DesiredTask:
+    return DesiredTask(
+        id=task.pk,
+        attempt=task.attempt,
+        job_id=task.job_id,
+        role=Role(task.role),
+        index=task.index,
+        cpu=task.cpu,
+        memory_mb=task.memory_mb,
+        gpu_indices=tuple(task.gpu_indices or ()),
+        env=_task_environment(task, cluster).to_env(),
+        # A coordinator gets time to save a checkpoint when stopped (preemption).
+        stop_grace_seconds=(
+            settings.PREEMPTION_GRACE_SECONDS if task.role == TaskRole.COORDINATOR else None
+        ),
+    )

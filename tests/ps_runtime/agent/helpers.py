@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ps_runtime.agent.protocol import DesiredTask
+from ps_runtime.taskenv import ROLE, Role
 
 FAKE_TASK = str(Path(__file__).with_name("fake_task.py"))
 FAKE_COMMAND = (sys.executable, FAKE_TASK)
@@ -29,12 +30,12 @@ def fake_task(
         id=task_id,
         attempt=attempt,
         job_id=12,
-        role="ps",
+        role=Role.PS,
         index=0,
         cpu=cpu,
         memory_mb=memory_mb,
         gpu_indices=gpu_indices,
-        env={"TRAINHUB_ROLE": "ps", "FAKE_MODE": mode, **env},
+        env={ROLE.name: Role.PS.value, "FAKE_MODE": mode, **env},
     )
 
 

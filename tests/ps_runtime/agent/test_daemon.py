@@ -11,11 +11,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from ps_runtime.agent import cli
+from ps_runtime.agent import cli, rest
 from ps_runtime.agent.daemon import Agent
-from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.protocol import TaskKey, parse_from_agent
 from ps_runtime.agent.state import AgentState, load_state, save_state
 
 from .control_plane import FakeControlPlane
@@ -178,6 +176,35 @@ def test_periodic_reconcile_and_no_restart_after_exit(tmp_path: Path) -> None:
     _run(scenario())
 
 
+def test_a_refused_desired_list_changes_nothing_and_reconcile_goes_on(tmp_path: Path) -> None:
+    """`cpu: inf` once killed the reconcile loop; now the list is refused as a whole (so
+    nothing running is stopped) and the next good list is applied."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        cp.set_tasks([_task_json()])
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path, reconcile_interval=0.3)
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: (31, 1, "running") in statuses(cp.received), what="31 running")
+        bad = _task_json(task_id=32)
+        bad["resources"]["cpu"] = float("inf")
+        cp.set_tasks([bad])
+        await cp.notify_tasks_changed()
+        await asyncio.sleep(1.0)  # several reconcile rounds
+        assert agent.supervisor.live_keys() == {TaskKey(31, 1)}
+        cp.set_tasks([_task_json(task_id=32)])
+        await _until(lambda: (32, 1, "running") in statuses(cp.received), what="32 running")
+        await _until(lambda: (31, 1, "stopped") in statuses(cp.received), what="31 stopped")
+        agent.request_stop()
+        assert await run == 0
+        # Everything the agent sent is what the control plane's parser accepts.
+        for message in cp.received:
+            parse_from_agent(message)
+        await cp.close()
+
+    _run(scenario())
+
+
 def test_rejected_credential_exits_nonzero_with_reenroll_hint(tmp_path: Path) -> None:
     async def scenario() -> None:
         cp = await FakeControlPlane().start()
@@ -253,29 +280,29 @@ def test_unlisted_task_stops_with_the_grace_of_its_last_listing(tmp_path: Path) 
         long_then_short = {**_task_json(31, mode="stubborn"), "stop_grace_seconds": 30}
         fallback = _task_json(32, mode="stubborn")
         cp.desired = {"node_id": 7, "stop_grace_seconds": 30, "tasks": [long_then_short, fallback]}
-        async with httpx.AsyncClient(headers={"Authorization": f"Node {cp.credential}"}) as http:
-            await agent.reconcile_once(http)
-            pids = agent.supervisor.live_pids()
-            assert set(pids) == {TaskKey(31, 1), TaskKey(32, 1)}
-            seen: list[dict[str, Any]] = []
+        http = rest.Client({"Authorization": f"Node {cp.credential}"}, timeout=10.0)
+        await agent.reconcile_once(http)
+        pids = agent.supervisor.live_pids()
+        assert set(pids) == {TaskKey(31, 1), TaskKey(32, 1)}
+        seen: list[dict[str, Any]] = []
 
-            def both_ignore_sigterm() -> bool:
-                seen.extend(agent.outbox.drain())
-                return log_lines(seen, "stdout").count("hello from task") == 2
+        def both_ignore_sigterm() -> bool:
+            seen.extend(m.to_wire() for m in agent.outbox.drain())
+            return log_lines(seen, "stdout").count("hello from task") == 2
 
-            await _until(both_ignore_sigterm, what="both tasks ignoring SIGTERM")
-            # A later listing shortens task 31's grace; then both leave the list, whose
-            # response-level grace (task 32's fallback) is 3 s.
-            cp.set_tasks([{**long_then_short, "stop_grace_seconds": 0.3}, fallback])
-            await agent.reconcile_once(http)
-            cp.desired = {"node_id": 7, "stop_grace_seconds": 3, "tasks": []}
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            await agent.reconcile_once(http)
-            await _until(lambda: not pid_alive(pids[TaskKey(31, 1)]), 2.0, "task 31 killed")
-            assert pid_alive(pids[TaskKey(32, 1)])
-            await _until(lambda: not pid_alive(pids[TaskKey(32, 1)]), 5.0, "task 32 killed")
-            assert loop.time() - started >= 3 * 0.9
+        await _until(both_ignore_sigterm, what="both tasks ignoring SIGTERM")
+        # A later listing shortens task 31's grace; then both leave the list, whose
+        # response-level grace (task 32's fallback) is 3 s.
+        cp.set_tasks([{**long_then_short, "stop_grace_seconds": 0.3}, fallback])
+        await agent.reconcile_once(http)
+        cp.desired = {"node_id": 7, "stop_grace_seconds": 3, "tasks": []}
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await agent.reconcile_once(http)
+        await _until(lambda: not pid_alive(pids[TaskKey(31, 1)]), 2.0, "task 31 killed")
+        assert pid_alive(pids[TaskKey(32, 1)])
+        await _until(lambda: not pid_alive(pids[TaskKey(32, 1)]), 5.0, "task 32 killed")
+        assert loop.time() - started >= 3 * 0.9
         assert agent.supervisor.stop_all(grace=0.5)
         await cp.close()
 

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-from ps_runtime.agent import protocol
+from datetime import UTC, datetime
+from typing import Any
+
 from ps_runtime.agent.outbox import Outbox
-from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.protocol import LogStream, MetricPoint, ReportedState, TaskKey, TaskStatus
 
 KEY = TaskKey(31, 1)
+OUT, ERR = LogStream.STDOUT, LogStream.STDERR
+WHEN = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _wire(box: Outbox) -> list[dict[str, Any]]:
+    return [m.to_wire() for m in box.drain()]
 
 
 def test_lines_are_batched_per_stream_and_status_comes_after_output() -> None:
     box = Outbox()
-    box.add_log(KEY, "stdout", "a")
-    box.add_log(KEY, "stderr", "e")
-    box.add_log(KEY, "stdout", "b")
-    box.add_metric(KEY, {"step": 1, "time": "t", "values": {"loss": 1.0}}, 40)
-    box.add_status(protocol.task_status_message(KEY, "failed", 1, "exited with code 1"))
-    box.add_log(KEY, "stdout", "late")
-    messages = box.drain()
+    box.add_log(KEY, OUT, "a")
+    box.add_log(KEY, ERR, "e")
+    box.add_log(KEY, OUT, "b")
+    box.add_metric(KEY, MetricPoint({"loss": 1.0}, step=1, time=WHEN), 40)
+    box.add_status(TaskStatus(KEY, ReportedState.FAILED, 1, "exited with code 1"))
+    box.add_log(KEY, OUT, "late")
+    messages = _wire(box)
     assert [m["type"] for m in messages] == ["logs", "logs", "metrics", "task_status", "logs"]
     assert messages[0] == {
         "type": "logs",
@@ -26,7 +34,17 @@ def test_lines_are_batched_per_stream_and_status_comes_after_output() -> None:
         "stream": "stdout",
         "lines": ["a", "b"],
     }
-    assert messages[2]["points"] == [{"step": 1, "time": "t", "values": {"loss": 1.0}}]
+    assert messages[2]["points"] == [
+        {"step": 1, "time": "2025-01-01T00:00:00+00:00", "values": {"loss": 1.0}}
+    ]
+    assert messages[3] == {
+        "type": "task_status",
+        "id": 31,
+        "attempt": 1,
+        "state": "failed",
+        "exit_code": 1,
+        "message": "exited with code 1",
+    }
     assert messages[4]["lines"] == ["late"]
     assert box.drain() == []
 
@@ -34,17 +52,17 @@ def test_lines_are_batched_per_stream_and_status_comes_after_output() -> None:
 def test_batches_are_capped() -> None:
     box = Outbox(max_batch_items=2)
     for line in "abcde":
-        box.add_log(KEY, "stdout", line)
-    assert [m["lines"] for m in box.drain()] == [["a", "b"], ["c", "d"], ["e"]]
+        box.add_log(KEY, OUT, line)
+    assert [m["lines"] for m in _wire(box)] == [["a", "b"], ["c", "d"], ["e"]]
 
 
 def test_over_budget_drops_oldest_logs_first_never_statuses() -> None:
     box = Outbox(max_bytes=300, max_batch_items=2)
-    box.add_status(protocol.task_status_message(KEY, "running"))
-    box.add_metric(KEY, {"step": 1, "time": "t", "values": {}}, 50)
+    box.add_status(TaskStatus(KEY, ReportedState.RUNNING))
+    box.add_metric(KEY, MetricPoint({"loss": 1.0}, step=1, time=WHEN), 50)
     for i in range(10):
-        box.add_log(KEY, "stdout", f"line-{i:02d}" + "x" * 30)
-    messages = box.drain()
+        box.add_log(KEY, OUT, f"line-{i:02d}" + "x" * 30)
+    messages = _wire(box)
     assert messages[0]["type"] == "task_status"
     assert any(m["type"] == "metrics" for m in messages)  # logs went first
     kept = [line[:7] for m in messages if m["type"] == "logs" for line in m["lines"]]
@@ -54,8 +72,8 @@ def test_over_budget_drops_oldest_logs_first_never_statuses() -> None:
 
 def test_requeue_puts_unsent_messages_first() -> None:
     box = Outbox()
-    box.add_log(KEY, "stdout", "a")
+    box.add_log(KEY, OUT, "a")
     unsent = box.drain()
-    box.add_log(KEY, "stdout", "b")
+    box.add_log(KEY, OUT, "b")
     box.requeue(unsent)
-    assert [m["lines"] for m in box.drain()] == [["a"], ["b"]]
+    assert [m["lines"] for m in _wire(box)] == [["a"], ["b"]]

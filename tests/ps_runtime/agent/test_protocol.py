@@ -1,16 +1,43 @@
-"""Parsing `GET /api/v1/agent/tasks/` (docs/protocol.md §1)."""
+"""The agent protocol's types (docs/protocol.md §1): round trips and strict refusals."""
 
 from __future__ import annotations
 
+import json
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from ps_runtime.agent.protocol import (
     DEFAULT_STOP_GRACE_SECONDS,
+    AgentMessage,
+    DesiredTask,
+    DesiredTasks,
+    Enrolled,
+    ErrorMessage,
+    Heartbeat,
+    LiveTask,
+    Logs,
+    LogStream,
+    MessageKind,
+    MetricPoint,
+    Metrics,
     ProtocolError,
+    ReportedState,
+    TaskKey,
+    TasksChanged,
+    TaskStatus,
+    parse_agent_message,
     parse_desired_tasks,
+    parse_enrolled,
+    parse_from_agent,
+    parse_from_server,
 )
+from ps_runtime.taskenv import Role
+
+KEY = TaskKey(31, 2)
+WHEN = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def _task(**extra: Any) -> dict[str, Any]:
@@ -20,10 +47,47 @@ def _task(**extra: Any) -> dict[str, Any]:
         "role": "coordinator",
         "index": 0,
         "attempt": 1,
-        "resources": {"cpu": 1.0},
+        "resources": {"cpu": 1.0, "memory_mb": 1024, "gpu_indices": [0, 2]},
         "env": {"TRAINHUB_ROLE": "coordinator"},
         **extra,
     }
+
+
+def _refused(parse: Any, obj: Any, field: str) -> str:
+    """Parse `obj`, expect a ProtocolError whose message starts with `field`."""
+    with pytest.raises(ProtocolError) as info:
+        parse(obj)
+    message = str(info.value)
+    assert message.startswith(field + " "), message
+    return message
+
+
+# -- desired tasks ---------------------------------------------------------------------
+
+
+def test_desired_tasks_round_trip() -> None:
+    desired = DesiredTasks(
+        node_id=7,
+        stop_grace_seconds=5.0,
+        tasks=(
+            DesiredTask(
+                id=33,
+                attempt=1,
+                job_id=12,
+                role=Role.COORDINATOR,
+                index=0,
+                cpu=0.5,
+                memory_mb=1024,
+                env={"TRAINHUB_ROLE": "coordinator"},
+                stop_grace_seconds=60.0,
+            ),
+            DesiredTask(id=34, attempt=2, job_id=12, role=Role.WORKER, index=1, gpu_indices=(1,)),
+        ),
+    )
+    wire = json.loads(json.dumps(desired.to_wire()))
+    assert "stop_grace_seconds" not in wire["tasks"][1]
+    assert wire["tasks"][1]["resources"] == {"cpu": 0.0, "memory_mb": 0, "gpu_indices": [1]}
+    assert parse_desired_tasks(wire) == desired
 
 
 def test_per_task_stop_grace_is_optional() -> None:
@@ -43,13 +107,172 @@ def test_per_task_stop_grace_is_optional() -> None:
 
 
 def test_response_level_stop_grace_defaults() -> None:
-    for body in ({"tasks": []}, {"tasks": [], "stop_grace_seconds": None}):
+    bodies: list[dict[str, Any]] = [{"tasks": []}, {"tasks": [], "stop_grace_seconds": None}]
+    for body in bodies:
         assert parse_desired_tasks(body).stop_grace_seconds == DEFAULT_STOP_GRACE_SECONDS
+
+
+def test_unknown_fields_are_ignored() -> None:
+    [task] = parse_desired_tasks({"tasks": [_task(new_field=1)], "later": True}).tasks
+    assert task.key == TaskKey(33, 1) and task.gpu_indices == (0, 2)
 
 
 @pytest.mark.parametrize("bad", [-1, "60", True, [], float("nan"), float("inf")])
 def test_bad_stop_grace_is_a_protocol_error(bad: Any) -> None:
-    with pytest.raises(ProtocolError, match="task stop_grace_seconds must be a non-negative"):
-        parse_desired_tasks({"tasks": [_task(stop_grace_seconds=bad)]})
-    with pytest.raises(ProtocolError, match=r"^stop_grace_seconds must be a non-negative"):
-        parse_desired_tasks({"tasks": [], "stop_grace_seconds": bad})
+    _refused(
+        parse_desired_tasks,
+        {"tasks": [_task(stop_grace_seconds=bad)]},
+        "tasks[0].stop_grace_seconds",
+    )
+    _refused(parse_desired_tasks, {"tasks": [], "stop_grace_seconds": bad}, "stop_grace_seconds")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"resources": {"cpu": float("inf")}}, "tasks[0].resources.cpu"),  # killed reconcile
+        ({"resources": {"cpu": float("nan")}}, "tasks[0].resources.cpu"),
+        ({"resources": {"cpu": -1}}, "tasks[0].resources.cpu"),
+        ({"resources": {"memory_mb": 1.5}}, "tasks[0].resources.memory_mb"),
+        ({"resources": {"gpu_indices": [0, True]}}, "tasks[0].resources.gpu_indices[1]"),
+        ({"resources": {"gpu_indices": 0}}, "tasks[0].resources.gpu_indices"),
+        ({"resources": []}, "tasks[0].resources"),
+        ({"id": "33"}, "tasks[0].id"),
+        ({"id": None}, "tasks[0].id"),
+        ({"attempt": True}, "tasks[0].attempt"),
+        ({"index": -1}, "tasks[0].index"),
+        ({"role": "chief"}, "tasks[0].role"),
+        ({"env": {"TRAINHUB_TASK_INDEX": 0}}, "tasks[0].env.TRAINHUB_TASK_INDEX"),
+    ],
+)
+def test_malformed_desired_task_names_the_field(change: dict[str, Any], field: str) -> None:
+    _refused(
+        parse_desired_tasks, {"tasks": [_task(), _task(**change)]}, field.replace("[0]", "[1]", 1)
+    )
+
+
+def test_malformed_desired_document() -> None:
+    _refused(parse_desired_tasks, [], "the desired tasks document")
+    _refused(parse_desired_tasks, {}, "tasks")
+    _refused(parse_desired_tasks, {"tasks": {}}, "tasks")
+    _refused(parse_desired_tasks, {"tasks": [], "node_id": "7"}, "node_id")
+
+
+# -- socket messages -------------------------------------------------------------------
+
+MESSAGES: list[AgentMessage] = [
+    Heartbeat(usage={"cpu_percent": 12.5, "memory_used_mb": 900}, tasks=(LiveTask(KEY, 4242),)),
+    Heartbeat(),
+    TaskStatus(KEY, ReportedState.RUNNING),
+    TaskStatus(KEY, ReportedState.FAILED, 137, "killed by SIGKILL"),
+    TaskStatus(KEY, ReportedState.SUCCEEDED, 0, "exited with code 0"),
+    TaskStatus(KEY, ReportedState.STOPPED, 143, ""),
+    Metrics(KEY, (MetricPoint({"loss": 0.93}, step=10, time=WHEN), MetricPoint({"acc": 1.0}))),
+    Logs(KEY, LogStream.STDERR, ("a", "", "ü")),
+    TasksChanged(),
+    ErrorMessage("id must be an integer, got '31'"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_every_message_kind_round_trips(message: AgentMessage) -> None:
+    wire = json.loads(json.dumps(message.to_wire(), allow_nan=False))
+    assert wire["type"] == message.KIND.value
+    assert parse_agent_message(wire) == message
+
+
+def test_every_kind_has_a_type() -> None:
+    assert {m.KIND for m in MESSAGES} == set(MessageKind)
+
+
+def test_optional_fields_of_a_status_default() -> None:
+    status = parse_from_agent({"type": "task_status", "id": 31, "attempt": 2, "state": "stopped"})
+    assert status == TaskStatus(KEY, ReportedState.STOPPED, None, "")
+
+
+def _status(**change: Any) -> dict[str, Any]:
+    return {"type": "task_status", "id": 31, "attempt": 2, "state": "running", **change}
+
+
+def _metrics(*points: object) -> dict[str, Any]:
+    return {"type": "metrics", "id": 31, "attempt": 2, "points": list(points)}
+
+
+def _point(**change: Any) -> dict[str, Any]:
+    return {"step": 1, "time": WHEN.isoformat(), "values": {"loss": 0.5}, **change}
+
+
+def _logs(**change: Any) -> dict[str, Any]:
+    return {"type": "logs", "id": 31, "attempt": 2, "stream": "stdout", "lines": ["a"], **change}
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "said"),
+    [
+        ([], "message", "a JSON object"),
+        ({}, "type", "is required"),
+        ({"type": "nonsense"}, "type", "one of 'heartbeat'"),
+        ({"type": 3}, "type", "one of"),
+        ({"type": "heartbeat", "usage": {"cpu_percent": NAN}}, "usage.cpu_percent", "finite"),
+        ({"type": "heartbeat", "usage": {"cpu_percent": INF}}, "usage.cpu_percent", "finite"),
+        ({"type": "heartbeat", "usage": {"cpu_percent": 10**400}}, "usage.cpu_percent", "finite"),
+        ({"type": "heartbeat", "usage": {"cpu_percent": True}}, "usage.cpu_percent", "number"),
+        ({"type": "heartbeat", "usage": []}, "usage", "a JSON object"),
+        ({"type": "heartbeat", "tasks": {}}, "tasks", "a list"),
+        (
+            {"type": "heartbeat", "tasks": [{"id": 1, "attempt": 1, "pid": True}]},
+            "tasks[0].pid",
+            "an integer",
+        ),
+        ({"type": "heartbeat", "tasks": [{"id": 1, "pid": 5}]}, "tasks[0].attempt", "is required"),
+        (_status(id="31"), "id", "an integer"),
+        (_status(id=31.0), "id", "an integer"),
+        (_status(attempt=True), "attempt", "an integer"),
+        (_status(state="exploded"), "state", "one of 'running', 'succeeded', 'failed', 'stopped'"),
+        (_status(state=None), "state", "is required"),
+        (_status(exit_code=1.5), "exit_code", "an integer"),
+        (_status(exit_code=False), "exit_code", "an integer"),
+        (_status(message=3), "message", "a string"),
+        (_metrics(_point(), _point(values={"loss": NAN})), "points[1].values.loss", "finite"),
+        (_metrics(_point(values={"loss": -INF})), "points[0].values.loss", "finite"),
+        (_metrics(_point(values={"loss": "0.5"})), "points[0].values.loss", "a finite number"),
+        (_metrics(_point(values={"": 1})), "points[0].values", "an empty string"),
+        (_metrics(_point(values=None)), "points[0].values", "is required"),
+        (_metrics(_point(step=True)), "points[0].step", "an integer"),
+        (_metrics(_point(time="yesterday")), "points[0].time", "an ISO 8601 time"),
+        (_metrics(_point(time="2025-01-01T12:00:00")), "points[0].time", "with a timezone"),
+        (_metrics(_point(time=1.0)), "points[0].time", "a string"),
+        ({"type": "metrics", "id": 31, "attempt": 2}, "points", "is required"),
+        (_metrics("x"), "points[0]", "a JSON object"),
+        (_logs(stream="stdin"), "stream", "one of 'stdout', 'stderr'"),
+        (_logs(lines=["a", 5]), "lines[1]", "a string"),
+        (_logs(lines="abc"), "lines", "a list"),
+    ],
+)
+def test_malformed_field_is_refused_by_name(message: Any, field: str, said: str) -> None:
+    text = _refused(parse_agent_message, message, field)
+    assert said in text
+
+
+def test_directions_are_kept_apart() -> None:
+    _refused(parse_from_agent, {"type": "tasks_changed"}, "type 'tasks_changed'")
+    _refused(parse_from_server, {"type": "heartbeat"}, "type 'heartbeat'")
+    assert parse_from_server({"type": "error", "message": "x"}) == ErrorMessage("x")
+    assert isinstance(parse_from_agent({"type": "heartbeat"}), Heartbeat)
+
+
+def test_error_messages_say_what_was_sent() -> None:
+    text = _refused(parse_agent_message, _status(state="x" * 200), "state")
+    assert len(text) < 200 and re.search(r"got 'x+\.\.\.$", text)
+
+
+def test_enrollment_answer() -> None:
+    enrolled = Enrolled(node_id=7, credential="7.s3cret")
+    assert parse_enrolled(json.loads(json.dumps(enrolled.to_wire()))) == enrolled
+    assert "s3cret" not in repr(enrolled)
+    _refused(parse_enrolled, {"node_id": "7", "credential": "x"}, "node_id")
+    _refused(parse_enrolled, {"node_id": 7, "credential": ""}, "credential")
+    _refused(parse_enrolled, "ok", "the enrollment answer")

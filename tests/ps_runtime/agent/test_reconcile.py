@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ps_runtime.agent.protocol import DesiredTask, TaskKey
 from ps_runtime.agent.reconcile import reconcile
+from ps_runtime.taskenv import Role
 
 
 def _task(task_id: int, attempt: int = 1) -> DesiredTask:
-    return DesiredTask(id=task_id, attempt=attempt, job_id=1, role="worker", index=0)
+    return DesiredTask(id=task_id, attempt=attempt, job_id=1, role=Role.WORKER, index=0)
 
 
 def test_nothing_desired_nothing_running() -> None:

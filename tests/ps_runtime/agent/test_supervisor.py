@@ -6,6 +6,7 @@ import json
 import os
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from ps_runtime.agent import limits
 from ps_runtime.agent.outbox import Outbox
-from ps_runtime.agent.protocol import TaskKey
+from ps_runtime.agent.protocol import MetricPoint, ReportedState, TaskKey, TaskStatus
 from ps_runtime.agent.supervisor import Supervisor, parse_metric_line
 
 from .helpers import (
@@ -36,7 +37,7 @@ class Collector:
         self.messages: list[dict[str, Any]] = []
 
     def poll(self) -> list[dict[str, Any]]:
-        self.messages.extend(self.outbox.drain())
+        self.messages.extend(m.to_wire() for m in self.outbox.drain())
         return self.messages
 
     def wait_status(self, key: TaskKey, state: str, timeout: float = 10.0) -> None:
@@ -131,9 +132,10 @@ def test_missing_executable_reports_failed(outbox: Outbox, tmp_path: Path) -> No
     sup = Supervisor(outbox, tmp_path, command=[str(tmp_path / "no-such-python")])
     task = fake_task()
     assert sup.start(task) is None
-    [message] = outbox.drain()
-    assert (message["state"], message["exit_code"]) == ("failed", None)
-    assert "failed to start" in message["message"]
+    [status] = outbox.drain()
+    assert isinstance(status, TaskStatus)
+    assert (status.state, status.exit_code) == (ReportedState.FAILED, None)
+    assert "failed to start" in status.message
     assert sup.finished_keys() == {task.key}
 
 
@@ -185,15 +187,36 @@ def test_stop_kills_whole_process_group_within_grace(
 
 @pytest.mark.parametrize(
     "line",
-    ["", "[]", '{"step": 1}', '{"values": 3}', '{"step": "x", "values": {}}', "nan"],
+    [
+        "",
+        "[]",
+        '{"step": 1}',
+        '{"values": 3}',
+        '{"step": "x", "values": {"a": 1}}',
+        '{"step": true, "values": {"a": 1}}',
+        '{"step": 1, "values": {}}',
+        "nan",
+    ],
 )
 def test_parse_metric_line_rejects_malformed(line: str) -> None:
-    assert parse_metric_line(line) is None
+    assert parse_metric_line(line) == (None, [])
 
 
 def test_parse_metric_line_accepts_report_output() -> None:
-    point = parse_metric_line('{"step": null, "time": "t", "values": {"acc": 1}}')
-    assert point == {"step": None, "time": "t", "values": {"acc": 1}}
+    when = "2025-01-01T00:00:00+00:00"
+    point, dropped = parse_metric_line(f'{{"step": 3, "time": "{when}", "values": {{"acc": 1}}}}')
+    assert dropped == []
+    assert point == MetricPoint(values={"acc": 1.0}, step=3, time=datetime.fromisoformat(when))
+
+
+def test_parse_metric_line_drops_values_the_protocol_refuses() -> None:
+    """NaN and infinity are refused on the wire; the other values of the line still go."""
+    line = '{"step": null, "time": "t", "values": {"loss": NaN, "x": Infinity, "ok": 2, "s": "a"}}'
+    point, dropped = parse_metric_line(line)
+    assert point is not None and point.values == {"ok": 2.0} and point.step is None
+    assert point.time is not None and point.time.tzinfo is not None  # "t" is no time: now
+    assert dropped == ["loss", "x", "s"]
+    assert parse_metric_line('{"values": {"loss": NaN}}') == (None, ["loss"])
 
 
 def test_cluster_file_follows_the_jobs_cluster(supervisor: Any, tmp_path: Path) -> None:

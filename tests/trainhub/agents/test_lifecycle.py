@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 from rest_framework.test import APIClient
-from trainhub.agents.services import handle_message
+from trainhub.agents.services import ProtocolError, handle_message
 from trainhub.asgi import application
 from trainhub.jobs.choices import DesiredState, JobState, TaskState
 from trainhub.jobs.models import Job
@@ -59,19 +59,19 @@ def test_job_runs_to_success_through_placement_and_reports(setup: dict[str, Any]
     assert job.state == JobState.RUNNING
 
     coordinator = next(t for t in tasks if t["role"] == "coordinator")
-    handle_message(
-        node_id=node.pk,
-        now=timezone.now(),
-        message={
-            "type": "metrics",
-            "id": coordinator["id"],
-            "attempt": 1,
-            "points": [
-                {"step": 1, "time": timezone.now().isoformat(), "values": {"test_rmse": 0.95}},
-                {"step": 2, "values": {"test_rmse": float("nan"), "bad": "x"}},
-            ],
-        },
-    )
+    good = {"step": 1, "time": timezone.now().isoformat(), "values": {"test_rmse": 0.95}}
+    bad = {"step": 2, "values": {"test_rmse": float("nan")}}
+
+    def metrics(*points: dict[str, Any]) -> None:
+        message = {"type": "metrics", "id": coordinator["id"], "attempt": 1, "points": points}
+        handle_message(node_id=node.pk, now=timezone.now(), message=message)
+
+    # The protocol refuses NaN (the agent drops such values before sending): the message
+    # is refused as a whole, naming the value, and nothing of it is stored.
+    with pytest.raises(ProtocolError, match=r"^points\[1\]\.values\.test_rmse must be a finite"):
+        metrics(good, bad)
+    assert not MetricPoint.objects.exists()
+    metrics(good)
     assert list(MetricPoint.objects.values_list("name", "step", "value")) == [
         ("test_rmse", 1, 0.95)
     ]
@@ -273,7 +273,11 @@ def test_agent_socket_authenticates_and_receives_task_notices() -> None:
         assert connected
         await agent.send_json_to({"type": "heartbeat", "usage": {"cpu_percent": 5}, "tasks": []})
         await agent.send_json_to({"type": "nonsense"})
-        assert (await agent.receive_json_from())["type"] == "error"
+        error = await agent.receive_json_from()
+        assert error["type"] == "error" and error["message"].startswith("type must be one of")
+        await agent.send_json_to({"type": "heartbeat", "usage": {"cpu_percent": float("inf")}})
+        error = await agent.receive_json_from()
+        assert error["message"].startswith("usage.cpu_percent must be a finite number")
 
         from channels.db import database_sync_to_async
 

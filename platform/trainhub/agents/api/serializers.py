@@ -1,14 +1,20 @@
+"""Shapes of the enrollment request and answer (docs/protocol.md §1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
 from rest_framework import serializers
 
 
-class GpuSerializer(serializers.Serializer):
+class GpuSerializer(serializers.Serializer[Any]):
     index = serializers.IntegerField(min_value=0)
     model = serializers.CharField(max_length=200)
     memory_mb = serializers.IntegerField(min_value=0)
     uuid = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
-class EnrollSerializer(serializers.Serializer):
+class EnrollSerializer(serializers.Serializer[Any]):
     token = serializers.CharField(max_length=200, write_only=True)
     hostname = serializers.CharField(max_length=255)
     address = serializers.CharField(max_length=255)
@@ -17,6 +23,6 @@ class EnrollSerializer(serializers.Serializer):
     gpus = GpuSerializer(many=True, required=False, default=list)
 
 
-class EnrolledSerializer(serializers.Serializer):
+class EnrolledSerializer(serializers.Serializer[Any]):
     node_id = serializers.IntegerField()
     credential = serializers.CharField()

@@ -5,13 +5,14 @@ from __future__ import annotations
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from trainhub.events import scheduling_needed
+from ps_runtime.agent.protocol import Enrolled
 from trainhub.jobs.selectors import desired_tasks
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import EnrollmentError, enroll_node
@@ -20,13 +21,11 @@ from ..authentication import NodeCredentialAuthentication
 from ..permissions import IsNode
 from .serializers import EnrolledSerializer, EnrollSerializer
 
-STOP_GRACE_SECONDS = 5
-
 
 class EnrollView(APIView):
     """Register a node with an enrollment token; returns its credential once."""
 
-    authentication_classes: list = []
+    authentication_classes: list[type[BaseAuthentication]] = []
     permission_classes = [AllowAny]  # the enrollment token in the body authenticates
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "auth"
@@ -41,10 +40,8 @@ class EnrollView(APIView):
             issued = enroll_node(token=token, facts=facts, now=timezone.now())
         except EnrollmentError as exc:
             raise serializers.ValidationError({"token": [str(exc)]}) from exc
-        scheduling_needed.send(sender=Node)
-        return Response(
-            {"node_id": issued.id, "credential": issued.secret}, status=status.HTTP_201_CREATED
-        )
+        enrolled = Enrolled(node_id=issued.id, credential=issued.secret)
+        return Response(enrolled.to_wire(), status=status.HTTP_201_CREATED)
 
 
 class DesiredTasksView(APIView):
@@ -57,10 +54,4 @@ class DesiredTasksView(APIView):
     def get(self, request: Request) -> Response:
         node = request.auth
         assert isinstance(node, Node)  # guaranteed by IsNode
-        return Response(
-            {
-                "node_id": node.pk,
-                "stop_grace_seconds": STOP_GRACE_SECONDS,
-                "tasks": desired_tasks(node),
-            }
-        )
+        return Response(desired_tasks(node).to_wire())

@@ -1,0 +1,270 @@
+"""Messages on the `/ws/agent/` socket (docs/protocol.md §1), as types both sides use.
+
+The agent builds these and sends `to_wire()`; the control plane's agent gateway turns
+what it receives into one with `parse_from_agent` and calls its services with the typed
+fields. The server's notices come down the same way (`parse_from_server`). Parsing is
+strict (see `fields`): a wrong type, a bool where an integer belongs, NaN or infinity,
+an unknown state or kind is a `ProtocolError` that names the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar, NamedTuple
+
+from ps_runtime.agent.fields import JsonObject, ProtocolError, as_number, as_str, join
+
+
+class MessageKind(StrEnum):
+    """The `type` of a message: the first four go up (agent → server), the rest down."""
+
+    HEARTBEAT = "heartbeat"
+    TASK_STATUS = "task_status"
+    METRICS = "metrics"
+    LOGS = "logs"
+    TASKS_CHANGED = "tasks_changed"
+    ERROR = "error"
+
+
+class ReportedState(StrEnum):
+    """What an agent says about a task attempt's process."""
+
+    RUNNING = "running"  # the process has started
+    SUCCEEDED = "succeeded"  # it exited by itself with code 0
+    FAILED = "failed"  # it exited by itself with another code, or could not start
+    STOPPED = "stopped"  # the agent stopped it because it was no longer desired
+
+
+class LogStream(StrEnum):
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
+
+class TaskKey(NamedTuple):
+    """A task attempt: a new attempt of the same id means "restart"."""
+
+    id: int
+    attempt: int
+
+
+def _task_key(fields: JsonObject) -> TaskKey:
+    return TaskKey(fields.integer("id"), fields.integer("attempt", minimum=0))
+
+
+def _task_wire(kind: MessageKind, task: TaskKey) -> dict[str, Any]:
+    return {"type": kind.value, "id": task.id, "attempt": task.attempt}
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTask:
+    """A task process the agent is running, as its heartbeat lists it."""
+
+    task: TaskKey
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Node usage and live task processes; every 5 s and on connect."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.HEARTBEAT
+    usage: Mapping[str, float] = field(default_factory=dict)
+    tasks: tuple[LiveTask, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "type": self.KIND.value,
+            "usage": dict(self.usage),
+            "tasks": [
+                {"id": t.task.id, "attempt": t.task.attempt, "pid": t.pid} for t in self.tasks
+            ],
+        }
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> Heartbeat:
+        usage = fields.obj("usage")
+        live = []
+        for i, item in enumerate(fields.items("tasks")):
+            entry = JsonObject(item, join(fields.at("tasks"), i))
+            live.append(LiveTask(_task_key(entry), entry.integer("pid", minimum=1)))
+        return cls(
+            usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
+            tasks=tuple(live),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    """A task attempt started, ended by itself, or was stopped."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.TASK_STATUS
+    task: TaskKey
+    state: ReportedState
+    exit_code: int | None = None
+    message: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            **_task_wire(self.KIND, self.task),
+            "state": self.state.value,
+            "exit_code": self.exit_code,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> TaskStatus:
+        return cls(
+            task=_task_key(fields),
+            state=fields.choice("state", ReportedState),
+            exit_code=fields.optional_integer("exit_code"),
+            message=fields.optional_text("message") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    """What one `ps_runtime.report(step=…, **values)` call reported."""
+
+    values: Mapping[str, float]
+    step: int | None = None
+    time: datetime | None = None  # None: the server uses the time it received the point
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "time": None if self.time is None else self.time.isoformat(),
+            "values": dict(self.values),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> MetricPoint:
+        values = fields.obj("values", required=True)
+        if "" in values.data:
+            raise ProtocolError(f"{values.path} must not name a value with an empty string")
+        return cls(
+            values={name: as_number(v, values.at(name)) for name, v in values.data.items()},
+            step=fields.optional_integer("step"),
+            time=fields.optional_time("time"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """A batch of a task attempt's reported points (at most every 0.5 s)."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.METRICS
+    task: TaskKey
+    points: tuple[MetricPoint, ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {**_task_wire(self.KIND, self.task), "points": [p.to_wire() for p in self.points]}
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> Metrics:
+        where = fields.at("points")
+        points = fields.items("points", required=True)
+        return cls(
+            task=_task_key(fields),
+            points=tuple(
+                MetricPoint.from_fields(JsonObject(p, join(where, i))) for i, p in enumerate(points)
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Logs:
+    """A batch of a task attempt's output lines on one stream (at most every 0.5 s)."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.LOGS
+    task: TaskKey
+    stream: LogStream
+    lines: tuple[str, ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            **_task_wire(self.KIND, self.task),
+            "stream": self.stream.value,
+            "lines": list(self.lines),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> Logs:
+        where = fields.at("lines")
+        lines = fields.items("lines", required=True)
+        return cls(
+            task=_task_key(fields),
+            stream=fields.choice("stream", LogStream),
+            lines=tuple(as_str(line, join(where, i)) for i, line in enumerate(lines)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TasksChanged:
+    """Server → agent: fetch the desired tasks and reconcile."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.TASKS_CHANGED
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": self.KIND.value}
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> TasksChanged:
+        return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorMessage:
+    """Server → agent: the agent's last message was refused, and why."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.ERROR
+    message: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": self.KIND.value, "message": self.message}
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> ErrorMessage:
+        return cls(message=fields.optional_text("message") or "")
+
+
+UpwardMessage = Heartbeat | TaskStatus | Metrics | Logs
+DownwardMessage = TasksChanged | ErrorMessage
+AgentMessage = UpwardMessage | DownwardMessage
+
+_PARSERS: dict[MessageKind, Callable[[JsonObject], AgentMessage]] = {
+    MessageKind.HEARTBEAT: Heartbeat.from_fields,
+    MessageKind.TASK_STATUS: TaskStatus.from_fields,
+    MessageKind.METRICS: Metrics.from_fields,
+    MessageKind.LOGS: Logs.from_fields,
+    MessageKind.TASKS_CHANGED: TasksChanged.from_fields,
+    MessageKind.ERROR: ErrorMessage.from_fields,
+}
+
+
+def parse_agent_message(obj: object) -> AgentMessage:
+    """Any message of the agent socket, in either direction, from its decoded JSON.
+
+    Raises:
+        ProtocolError: naming the first field that does not match docs/protocol.md.
+    """
+    fields = JsonObject(obj)
+    return _PARSERS[fields.choice("type", MessageKind)](fields)
+
+
+def parse_from_agent(obj: object) -> UpwardMessage:
+    """A message the server received; a server-only kind is refused."""
+    message = parse_agent_message(obj)
+    if isinstance(message, TasksChanged | ErrorMessage):
+        raise ProtocolError(f"type {message.KIND.value!r} is sent by the server, not by an agent")
+    return message
+
+
+def parse_from_server(obj: object) -> DownwardMessage:
+    """A message the agent received; an agent-only kind is refused."""
+    message = parse_agent_message(obj)
+    if not isinstance(message, TasksChanged | ErrorMessage):
+        raise ProtocolError(f"type {message.KIND.value!r} is sent by an agent, not by the server")
+    return message
