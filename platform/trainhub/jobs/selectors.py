@@ -12,7 +12,6 @@ from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
 from trainhub.nodes.models import Node
 
 from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
-from .jobspec import JobSpec
 from .models import Job, Task
 
 # A preempted job's PS shards and workers keep serving while its coordinator checkpoints.
@@ -62,7 +61,7 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
     """What the task process is told (docs/protocol.md §2)."""
     job: Job = task.job
     # Only a coordinator runs the job's code, so only it needs the spec.
-    spec = JobSpec.from_dict(job.spec) if task.role == TaskRole.COORDINATOR else None
+    spec = job.job_spec if task.role == TaskRole.COORDINATOR else None
     bind = None
     if task.port is not None and task.node is not None:
         bind = f"{task.node.address}:{task.port}"

@@ -8,13 +8,14 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.audit.models import AuditEntry
-from trainhub.events import scheduling_needed
+from trainhub.events import QuotaChanged
 from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import Placement, place_job
 from trainhub.tenancy.choices import Role
 from trainhub.tenancy.models import Quota
 
+from ..event_capture import HANDLER, capturer
 from ..factories import make_job, make_node, make_team, make_user, spec
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +38,7 @@ def world() -> dict[str, Any]:
 
 def _run(job: Job, node_id: int, gpus: int = 0) -> None:
     """Place the job's minimal gang on the node, as the scheduler would."""
-    res = job.spec["workers"]["resources"]
+    res = job.job_spec.workers.resources
     place_job(
         job=job,
         now=timezone.now(),
@@ -45,17 +46,17 @@ def _run(job: Job, node_id: int, gpus: int = 0) -> None:
             Placement(TaskRole.COORDINATOR, 0, node_id, None, 0.5, 512),
             Placement(TaskRole.PS, 0, node_id, 41000, 0.5, 512),
             Placement(
-                TaskRole.WORKER, 0, node_id, 41001, res["cpu"], res["memory_mb"], list(range(gpus))
+                TaskRole.WORKER, 0, node_id, 41001, res.cpu, res.memory_mb, list(range(gpus))
             ),
         ],
     )
 
 
 def test_platform_admin_sets_quota_and_it_is_audited_and_triggers_a_cycle(
-    world: dict[str, Any], django_capture_on_commit_callbacks: Any
+    world: dict[str, Any], django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
-    sent: list[Any] = []
-    scheduling_needed.connect(lambda sender, **_: sent.append(sender), weak=False, dispatch_uid="t")
+    settings.EVENT_HANDLERS = [HANDLER]
+    capture = capturer(django_capture_on_commit_callbacks)
     body = {
         "cpu": 8,
         "memory_mb": 16384,
@@ -64,11 +65,8 @@ def test_platform_admin_sets_quota_and_it_is_audited_and_triggers_a_cycle(
         "lending_limit": {"gpu": 1},
         "priority_caps": [{"priority": "production", "gpu": 1}],
     }
-    try:
-        with django_capture_on_commit_callbacks(execute=True):
-            response = world["admin"].put("/api/v1/teams/team-a/quota/", body, format="json")
-    finally:
-        scheduling_needed.disconnect(dispatch_uid="t")
+    with capture() as published:
+        response = world["admin"].put("/api/v1/teams/team-a/quota/", body, format="json")
     assert response.status_code == 200, response.content
     got = world["member"].get("/api/v1/teams/team-a/quota/").json()
     assert got["cpu"] == 8 and got["memory_mb"] == 16384 and got["gpu"] == 2
@@ -79,7 +77,9 @@ def test_platform_admin_sets_quota_and_it_is_audited_and_triggers_a_cycle(
     ]
     quota = Quota.objects.get(team__slug="team-a")  # what the scheduler reads
     assert (quota.cpu, quota.borrowing_limit_cpu, quota.lending_limit_gpu) == (8, 4, 1)
-    assert sent, "a quota change must ask for a scheduling cycle"
+    team = Quota.objects.get(team__slug="team-a").team_id
+    # The scheduler's trigger queues a cycle on it (tests/trainhub/scheduling/test_triggers.py).
+    assert QuotaChanged(team_id=team) in published, "a quota change must publish QuotaChanged"
     entry = AuditEntry.objects.filter(action="quota.update").first()
     assert entry is not None and entry.actor_name == "root"
     assert entry.before["cpu"] == 2 and entry.after["cpu"] == 8

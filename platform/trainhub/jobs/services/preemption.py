@@ -12,13 +12,14 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
+from ps_runtime.taskenv import EXIT_STOPPED_AFTER_CHECKPOINT
+
 from ..choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from ..models import Job, Task
 from .transitions import notify_nodes, record_event, stop_tasks, transition_job
 
 # A coordinator asked to stop (SIGTERM) exits 0 once it saved a checkpoint
 # (docs/protocol.md §2); anything else means the job resumes from its last periodic one.
-EXIT_STOPPED_AFTER_CHECKPOINT = 0  # same as ps_runtime.taskenv.EXIT_STOPPED_AFTER_CHECKPOINT
 
 
 @transaction.atomic

@@ -9,6 +9,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
+from ps_runtime.taskenv import EXIT_PS_LOST
+
 from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
 from ..models import Job, Task
 from .placement import new_attempt
@@ -16,7 +18,6 @@ from .preemption import advance_preemption, record_coordinator_stopped
 from .transitions import notify_nodes, publish_task_state, record_event, transition_job
 
 # The coordinator's exit code for "a parameter server was lost" (docs/protocol.md §2).
-EXIT_PS_LOST = 75  # same as ps_runtime.taskenv.EXIT_PS_LOST
 
 
 @transaction.atomic
