@@ -9,6 +9,7 @@ import pytest
 
 from ps_runtime.checkpoint_manager import CheckpointManager
 from ps_runtime.examples import movielens
+from ps_runtime.models.mf import loss_and_gradients
 from ps_runtime.stop_request import StopRequested
 
 
@@ -37,15 +38,15 @@ def test_gradients_match_finite_differences() -> None:
     rng = np.random.default_rng(0)
     u, v = rng.normal(0, 0.3, (5, 4)), rng.normal(0, 0.3, (5, 4))
     r = rng.uniform(1, 5, 5)
-    _, gu, gv = movielens.loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)
+    _, gu, gv = loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)
     eps = 1e-6
     for arr, grad in ((u, gu), (v, gv)):
         for idx in [(0, 0), (2, 3), (4, 1)]:
             old = arr[idx]
             arr[idx] = old + eps
-            plus = movielens.loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)[0]
+            plus = loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)[0]
             arr[idx] = old - eps
-            minus = movielens.loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)[0]
+            minus = loss_and_gradients(u, v, r, 3.5, 0.05, 0.07)[0]
             arr[idx] = old
             assert grad[idx] == pytest.approx((plus - minus) / (2 * eps), rel=1e-4)
 

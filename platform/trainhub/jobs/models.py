@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -15,7 +16,7 @@ from .jobspec import JobSpec
 
 
 class JobQuerySet(models.QuerySet["Job"]):
-    def visible_to(self, user: object) -> JobQuerySet:
+    def visible_to(self, user: Any) -> JobQuerySet:
         if getattr(user, "is_superuser", False):
             return self.all()
         return self.filter(team__memberships__user=user)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -10,7 +12,7 @@ from .resources import LimitResources, Resources
 
 
 class TeamQuerySet(models.QuerySet["Team"]):
-    def visible_to(self, user: object) -> TeamQuerySet:
+    def visible_to(self, user: Any) -> TeamQuerySet:
         if getattr(user, "is_superuser", False):
             return self.all()
         if not getattr(user, "is_authenticated", False):

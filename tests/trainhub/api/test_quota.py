@@ -82,6 +82,7 @@ def test_platform_admin_sets_quota_and_it_is_audited_and_triggers_a_cycle(
     assert QuotaChanged(team_id=team) in published, "a quota change must publish QuotaChanged"
     entry = AuditEntry.objects.filter(action="quota.update").first()
     assert entry is not None and entry.actor_name == "root"
+    assert entry.before is not None and entry.after is not None
     assert entry.before["cpu"] == 2 and entry.after["cpu"] == 8
     assert AuditEntry.objects.filter(action="priority_caps.update").exists()
 

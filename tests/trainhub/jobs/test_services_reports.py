@@ -10,12 +10,13 @@ from trainhub.events import JobStateChanged, NodeTasksChanged, TaskStateChanged
 from trainhub.jobs.choices import DesiredState, JobState, TaskRole, TaskState
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.services import (
-    EXIT_PS_LOST,
     place_job,
     record_task_status,
     release_lost_nodes,
     settle_unstarted_tasks,
 )
+
+from ps_runtime.taskenv import EXIT_PS_LOST
 
 from ..event_capture import Capture
 from ..factories import gang_placements, make_job

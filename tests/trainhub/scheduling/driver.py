@@ -31,8 +31,8 @@ def apply(snapshot: Snapshot, d: Decisions, now: float) -> Snapshot:
         jobs[j.id] = replace(j, state=RUNNING, tasks=tasks, started_at=now, last_rescale_time=now)
     for a in d.add_workers:
         j = jobs[a.job_id]
-        p = a.task
-        task = Task(p.role, p.index, p.node_id, p.resources, p.borrowed)
+        placed = a.task
+        task = Task(placed.role, placed.index, placed.node_id, placed.resources, placed.borrowed)
         jobs[j.id] = replace(j, tasks=(*j.tasks, task), last_rescale_time=now)
     return replace(
         snapshot,

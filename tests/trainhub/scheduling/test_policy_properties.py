@@ -147,11 +147,11 @@ def _check_capacity_and_quota(snap: Snapshot) -> None:
         cap = capacity.as_tuple()[r]
         nominal_total = sum(t.nominal.as_tuple()[r] for t in snap.teams)
         borrowed = lendable = 0.0
-        for name, t in teams.items():
-            u, nom = team_used[name].as_tuple()[r], t.nominal.as_tuple()[r]
-            assert u <= nom + t.borrowing_limit.as_tuple()[r] + EPS
+        for name, team in teams.items():
+            u, nom = team_used[name].as_tuple()[r], team.nominal.as_tuple()[r]
+            assert u <= nom + team.borrowing_limit.as_tuple()[r] + EPS
             borrowed += max(0.0, u - nom)
-            lendable += min(t.lending_limit.as_tuple()[r], max(0.0, nom - u))
+            lendable += min(team.lending_limit.as_tuple()[r], max(0.0, nom - u))
         for name, res in team_used.items():
             if name not in teams:
                 borrowed += res.as_tuple()[r]

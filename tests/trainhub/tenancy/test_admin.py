@@ -152,6 +152,7 @@ def test_quota_edited_in_the_admin_shows_in_api_cli_scheduler_input_and_audit_lo
     # The audit log: who, when, before and after.
     entry = AuditEntry.objects.get(action="quota.update")
     assert entry.actor_name == "root" and entry.object_repr.startswith("quota of recsys")
+    assert entry.before is not None and entry.after is not None
     assert (entry.before["cpu"], entry.after["cpu"]) == (4, 32)
     assert (entry.before["borrowing_limit_gpu"], entry.after["borrowing_limit_gpu"]) == (None, 2)
     assert AuditEntry.objects.filter(action="priority_caps.update").exists()

@@ -15,7 +15,6 @@ from __future__ import annotations
 from .placement import Placement, place_job, rescale_workers, set_pending_reasons
 from .preemption import advance_preemption, preempt_job
 from .reports import (
-    EXIT_PS_LOST,
     record_task_status,
     release_lost_nodes,
     settle_unstarted_tasks,
@@ -24,7 +23,6 @@ from .submission import cancel_job, clone_job, scale_job, submit_job
 from .transitions import JobStateError, PriorityCapExceeded, ScaleError, transition_job
 
 __all__ = [
-    "EXIT_PS_LOST",
     "JobStateError",
     "Placement",
     "PriorityCapExceeded",
