@@ -98,7 +98,7 @@ def test_job_list_links_to_the_job_page(live_cluster: LiveCluster, browser: Brow
     job = live_cluster.submit(**movielens_spec("list-e2e", {"epochs": 1}))
     page = browser.new_page()
     try:
-        sign_in(page, live_cluster.url, "/")
+        sign_in(page, live_cluster.url, "/jobs/")
         page.click("text=list-e2e")
         page.wait_for_url(f"{live_cluster.url}/jobs/{job['id']}/")
         assert "list-e2e" in page.locator("h1").inner_text()

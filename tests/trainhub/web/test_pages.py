@@ -28,7 +28,7 @@ def _client(user: User | None = None) -> Client:
 
 def _listed(client: Client) -> set[int]:
     """The jobs the list page links to."""
-    response = client.get("/")
+    response = client.get("/jobs/")
     assert response.status_code == 200
     page = response.content.decode()
     return {job.pk for job in Job.objects.all() if f'href="/jobs/{job.pk}/"' in page}
@@ -78,7 +78,7 @@ def test_signing_out_ends_the_session(teams: dict[str, Any]) -> None:
     assert client.get("/").status_code == 302
 
 
-@pytest.mark.parametrize("path", ["/", "/jobs/{job}/"])
+@pytest.mark.parametrize("path", ["/", "/jobs/", "/jobs/{job}/"])
 def test_pages_send_a_signed_out_browser_to_the_login_page(
     teams: dict[str, Any], path: str
 ) -> None:
@@ -101,7 +101,7 @@ def test_a_member_lists_only_their_teams_jobs(teams: dict[str, Any]) -> None:
 
 
 def test_the_list_names_no_other_teams_job(teams: dict[str, Any]) -> None:
-    page = _client(teams["alice"]).get("/").content.decode()
+    page = _client(teams["alice"]).get("/jobs/").content.decode()
     assert "recsys-mf" in page
     assert "ads-ctr" not in page
 

@@ -24,3 +24,13 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(
         request, "web/job_detail.html", {"job": job, "tasks": tasks, "events": job.events.all()}
     )
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/placeholder.html", {"section": "submit", "title": "Submit a job"})
+
+
+@login_required
+def job_compare(request: HttpRequest) -> HttpResponse:
+    return render(request, "web/placeholder.html", {"section": "jobs", "title": "Compare jobs"})

@@ -1,0 +1,121 @@
+"""Driving Debian's headless Chromium with Playwright: launching it, signing in, and the
+checks every page must pass (no JavaScript error; no serious or critical axe violation,
+light and dark)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page
+
+ROOT = Path(__file__).resolve().parents[2]
+AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
+# README screenshots come from the tests (`save_screenshot`), so they stay current.
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    path = os.environ.get("TRAINHUB_CHROMIUM") or shutil.which("chromium")
+    if path is None:
+        pytest.fail("Chromium is not installed: `apt-get install chromium` (CI does this)")
+    return path
+
+
+def sign_in(page: Page, url: str, username: str, password: str, next_path: str = "/") -> None:
+    page.goto(f"{url}/login/?next={next_path}")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{url}{next_path}")
+
+
+class PageErrors:
+    """JavaScript errors a page raised (uncaught exceptions and console errors)."""
+
+    def __init__(self, page: Page) -> None:
+        self.errors: list[str] = []
+        page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        page.on(
+            "console",
+            lambda msg: (
+                self.errors.append(f"console.{msg.type}: {msg.text}")
+                if msg.type == "error"
+                else None
+            ),
+        )
+
+    def assert_none(self) -> None:
+        assert not self.errors, "JavaScript errors:\n" + "\n".join(self.errors)
+
+
+@contextmanager
+def signed_in(
+    browser: Browser, url: str, username: str, password: str, *, dark: bool = False
+) -> Iterator[Page]:
+    """A fresh browser context signed in as `username`; fails if any page it opened logged
+    a JavaScript error."""
+    context: BrowserContext = browser.new_context(
+        viewport={"width": 1280, "height": 900}, color_scheme="dark" if dark else "light"
+    )
+    page = context.new_page()
+    errors = PageErrors(page)
+    try:
+        sign_in(page, url, username, password)
+        yield page
+        errors.assert_none()
+    finally:
+        context.close()
+
+
+def axe_violations(page: Page, *, impacts: tuple[str, ...] = ("serious", "critical")) -> list[Any]:
+    """axe-core's violations of the given impacts on the page as it is now."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: run `make install` (npm ci installs axe-core)")
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    result = page.evaluate("async () => await window.axe.run(document)")
+    return [v for v in result["violations"] if v.get("impact") in impacts]
+
+
+def assert_accessible(page: Page) -> None:
+    """No serious or critical axe violation, in light and in dark colours."""
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        found = axe_violations(page)
+        summary = [
+            {
+                "id": v["id"],
+                "impact": v["impact"],
+                "help": v["help"],
+                "nodes": [n["target"] for n in v["nodes"][:5]],
+            }
+            for v in found
+        ]
+        assert not found, f"axe ({scheme}) on {page.url}:\n{json.dumps(summary, indent=1)}"
+    page.emulate_media(color_scheme="light")
+
+
+def save_screenshot(page: Page, name: str) -> Path:
+    """Save a screenshot for the README under docs/screenshots/<name>.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path
