@@ -98,7 +98,7 @@ def axe_violations(page: Page, *, impacts: tuple[str, ...] = ("serious", "critic
 def assert_accessible(page: Page) -> None:
     """No serious or critical axe violation, in light and in dark colours."""
     for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        page.emulate_media(color_scheme=scheme)
         found = axe_violations(page)
         summary = [
             {
