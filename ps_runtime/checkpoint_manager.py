@@ -48,7 +48,10 @@ class CheckpointManager:
         self.strategy = strategy
         self.directory = directory or taskenv.CHECKPOINT_DIR.read()
         if every_seconds is None:
-            every_seconds = taskenv.CHECKPOINT_EVERY_SECONDS.read() or DEFAULT_EVERY_SECONDS
+            # 0 is a real setting (a checkpoint at every opportunity), so only unset
+            # falls back to the default.
+            configured = taskenv.CHECKPOINT_EVERY_SECONDS.read()
+            every_seconds = DEFAULT_EVERY_SECONDS if configured is None else configured
         self.every_seconds = every_seconds
         self.keep = keep
         self._last_save = time.monotonic()

@@ -185,3 +185,16 @@ def _wait(address: str, token: str) -> None:
     while not rpc.check_health(address, token):
         assert time.monotonic() < deadline, f"PS at {address} did not start"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize(("configured", "expected"), [("0", 0.0), ("12.5", 12.5), ("", 300.0)])
+def test_checkpoint_interval_comes_from_the_task_environment(
+    monkeypatch: pytest.MonkeyPatch, configured: str, expected: float
+) -> None:
+    """A spec's `checkpoint_every_seconds: 0` means a checkpoint at every chance, not the
+    default: only an unset variable falls back to 300 s."""
+    from ps_runtime import taskenv
+    from ps_runtime.checkpoint_manager import CheckpointManager
+
+    monkeypatch.setenv(taskenv.CHECKPOINT_EVERY_SECONDS.name, configured)
+    assert CheckpointManager(strategy=None).every_seconds == expected
