@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 
 from ..conftest import require_services
+from .browser import CHROMIUM_FLAGS, chromium_path
 from .cluster import LiveCluster, fresh_database, services_cluster
 
 
@@ -18,3 +20,12 @@ def live_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveClust
     redis_e2e = redis_url.rsplit("/", 1)[0] + "/14"
     with fresh_database(database_url) as db_url, services_cluster(db_url, redis_e2e, tmp) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium (Debian's) for every browser test of the session."""
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
+        yield instance
+        instance.close()

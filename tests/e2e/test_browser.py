@@ -2,52 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
+from .browser import sign_in as signed_in_as_admin
 from .cluster import ADMIN, LiveCluster
 from .test_services_mode import movielens_spec
 
 pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
 
-CHROMIUM_FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def chromium_path() -> str:
-    path = os.environ.get("TRAINHUB_CHROMIUM") or shutil.which("chromium")
-    if path is None:
-        pytest.fail("Chromium is not installed: `apt-get install chromium` (CI does this)")
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
-        yield instance
-        instance.close()
-
 
 def sign_in(page: Page, url: str, next_path: str) -> None:
-    page.goto(f"{url}/login/?next={next_path}")
-    page.fill("input[name=username]", ADMIN[0])
-    page.fill("input[name=password]", ADMIN[1])
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}{next_path}")
+    signed_in_as_admin(page, url, *ADMIN, next_path=next_path)
 
 
 def test_job_page_chart_gains_points_without_reload(

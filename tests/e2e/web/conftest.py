@@ -6,14 +6,14 @@ People: `admin` (platform admin, from the cluster fixture), `alice` (member of r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
-from ..browser import CHROMIUM_FLAGS, chromium_path, signed_in
+from ..browser import signed_in
 from ..cluster import ADMIN, LiveCluster
 
 pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
@@ -44,14 +44,6 @@ def people(live_cluster: LiveCluster) -> dict[str, Person]:
         assert added.status_code in (200, 201, 400), added.text
         made[username] = Person(username, PASSWORD)
     return made
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
-        yield instance
-        instance.close()
 
 
 SignedIn = Callable[..., AbstractContextManager[Page]]
