@@ -1,7 +1,7 @@
-"""Every enrollment token expires and has a use limit; nodes have labels.
-
-Tokens issued before this had neither: they get the longest lifetime new tokens may
-have (seven days from the migration) and the largest use limit the API allowed.
+"""Nodes have labels; enrollment tokens issued before expiry and use limits became
+required get the longest lifetime new tokens may have (seven days from the migration)
+and the largest use limit the API allowed. 0005 then makes both fields required (a
+separate migration: PostgreSQL alters no table with updates pending in the transaction).
 """
 
 from datetime import timedelta
@@ -32,14 +32,4 @@ class Migration(migrations.Migration):
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.RunPython(bound_legacy_tokens, migrations.RunPython.noop),
-        migrations.AlterField(
-            model_name="enrollmenttoken",
-            name="expires_at",
-            field=models.DateTimeField(blank=True),
-        ),
-        migrations.AlterField(
-            model_name="enrollmenttoken",
-            name="max_uses",
-            field=models.PositiveIntegerField(default=1),
-        ),
     ]
