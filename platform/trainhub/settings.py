@@ -232,6 +232,11 @@ TASK_PORT_RANGE = (
     int(os.environ.get("TRAINHUB_TASK_PORT_MAX", "31999")),
 )
 CHECKPOINT_ROOT = os.environ.get("TRAINHUB_CHECKPOINT_ROOT", str(DATA_DIR / "checkpoints"))
+# The URL nodes reach this server at (install commands); unset: the request's own URL.
+PUBLIC_URL = os.environ.get("TRAINHUB_PUBLIC_URL", "").rstrip("/")
+# Where the trainhub-runtime wheel that /agent/dist/ serves is kept (built there on
+# first request when the source tree is at hand; the image builds it in, see deploy/).
+AGENT_DIST_DIR = Path(os.environ.get("TRAINHUB_AGENT_DIST_DIR", DATA_DIR / "agent-dist"))
 
 LOGGING = {
     "version": 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any
 
 from ps_runtime.agent import protocol, rest
 from ps_runtime.agent.facts import gather_facts
+from ps_runtime.agent.labels import LabelError, parse_labels
 from ps_runtime.agent.state import (
     STATE_ENV,
     WORK_DIR_ENV,
@@ -46,9 +48,18 @@ def _server_message(response: rest.Response) -> str:
 
 
 def enroll(
-    server: str, token: str, state_file: Path, address: str | None = None, timeout: float = 30.0
+    server: str,
+    token: str,
+    state_file: Path,
+    address: str | None = None,
+    timeout: float = 30.0,
+    *,
+    name: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> AgentState:
     """Register this node with the control plane and store its credential.
+
+    `name` is the node's name (default: the hostname); `labels` go with its facts.
 
     Raises:
         EnrollError: the server is unreachable or refused the enrollment token.
@@ -58,7 +69,7 @@ def enroll(
         protocol.websocket_url(server)  # validates the scheme
     except ValueError as exc:
         raise EnrollError(str(exc)) from None
-    facts = gather_facts(server, address)
+    facts = gather_facts(server, address, name=name, labels=labels)
     url = protocol.api_url(server, protocol.ENROLL_PATH)
     client = rest.Client({"User-Agent": rest.USER_AGENT}, timeout)
     try:
@@ -85,7 +96,17 @@ def enroll(
 def _cmd_enroll(args: argparse.Namespace) -> int:
     state_file = args.state_file or default_state_path()
     try:
-        state = enroll(args.server, args.token, state_file, args.address)
+        labels = parse_labels(args.labels or "")
+    except LabelError as exc:
+        print(f"trainhub-agent: --labels: {exc}", file=sys.stderr)
+        return 2
+    if args.name is not None and not args.name.strip():
+        print("trainhub-agent: --name must not be empty", file=sys.stderr)
+        return 2
+    try:
+        state = enroll(
+            args.server, args.token, state_file, args.address, name=args.name, labels=labels
+        )
     except EnrollError as exc:
         print(f"trainhub-agent: enrollment failed: {exc}", file=sys.stderr)
         return 1
@@ -115,10 +136,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def runtime_version() -> str:
+    """The installed trainhub-runtime's version ("unknown" when run from a bare checkout)."""
+    try:
+        return importlib.metadata.version("trainhub-runtime")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainhub-agent",
         description="TrainHub node agent: runs the tasks placed on this node.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"trainhub-agent {runtime_version()}"
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_enroll.add_argument("--token", required=True, help="enrollment token from the admin page")
     p_enroll.add_argument("--state-file", type=Path, help=state_help)
     p_enroll.add_argument("--address", help="address other nodes reach this one on")
+    p_enroll.add_argument("--name", help="the node's name (default: this host's name)")
+    p_enroll.add_argument("--labels", help="labels of the node: key=value,key=value")
     p_enroll.set_defaults(func=_cmd_enroll)
 
     p_run = sub.add_parser("run", help="run the agent daemon")

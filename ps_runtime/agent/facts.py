@@ -21,6 +21,7 @@ class NodeFacts:
     cpus: int
     memory_mb: int
     gpus: list[GpuInfo] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
 
     def as_enroll_body(self, token: str) -> dict[str, object]:
         return {
@@ -30,6 +31,7 @@ class NodeFacts:
             "cpus": self.cpus,
             "memory_mb": self.memory_mb,
             "gpus": list(self.gpus),
+            "labels": dict(self.labels),
         }
 
 
@@ -80,13 +82,21 @@ def guess_address(server_url: str | None = None) -> str:
         return "127.0.0.1"
 
 
-def gather_facts(server_url: str | None = None, address: str | None = None) -> NodeFacts:
+def gather_facts(
+    server_url: str | None = None,
+    address: str | None = None,
+    *,
+    name: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> NodeFacts:
+    """This node's facts; `name` replaces the hostname as the node's name."""
     return NodeFacts(
-        hostname=socket.gethostname(),
+        hostname=name or socket.gethostname(),
         address=address or guess_address(server_url),
         cpus=len(node_cpus()),
         memory_mb=memory_total_mb(),
         gpus=query_gpus(),
+        labels=dict(labels or {}),
     )
 
 

@@ -1,12 +1,17 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from .choices import NodeState
+from .install import install_command, public_server_url
 from .models import EnrollmentToken, Node
 from .services import (
+    TokenTermsError,
+    check_token_terms,
     create_enrollment_token,
     revoke_enrollment_token,
     set_node_owner,
@@ -48,6 +53,7 @@ class NodeAdmin(admin.ModelAdmin):
         "cpus",
         "memory_mb",
         "gpus",
+        "labels",
         "state",
         "enrolled_at",
         "last_seen",
@@ -68,8 +74,31 @@ class NodeAdmin(admin.ModelAdmin):
         set_node_owner(node=obj, owner=obj.owner, actor=request.user)
 
 
+class EnrollmentTokenForm(forms.ModelForm):
+    """The service's bounds on a token's terms, shown next to the field at fault."""
+
+    class Meta:
+        model = EnrollmentToken
+        fields = ("description", "expires_at", "max_uses")
+        help_texts = {"expires_at": "Empty: one hour from now. At most seven days away."}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        if self.instance.pk is None and not self.errors:
+            try:
+                check_token_terms(
+                    expires_at=cleaned.get("expires_at"),
+                    max_uses=cleaned.get("max_uses") or 1,
+                    now=timezone.now(),
+                )
+            except TokenTermsError as exc:
+                self.add_error(exc.field, str(exc))
+        return cleaned
+
+
 @admin.register(EnrollmentToken)
 class EnrollmentTokenAdmin(admin.ModelAdmin):
+    form = EnrollmentTokenForm
     list_display = ("description", "created_at", "expires_at", "uses", "max_uses", "revoked")
     fields = ("description", "expires_at", "max_uses", "uses", "revoked", "created_by")
     readonly_fields = ("uses", "revoked", "created_by")
@@ -89,12 +118,13 @@ class EnrollmentTokenAdmin(admin.ModelAdmin):
             created_by=request.user,  # type: ignore[arg-type]
             description=obj.description,
             expires_at=obj.expires_at,
-            max_uses=obj.max_uses,
+            max_uses=obj.max_uses or 1,
         )
         obj.pk = issued.id
         self.message_user(
             request,
-            f"Enrollment token (shown once, copy it now): {issued.secret}",
+            f"Enrollment token (shown once, copy it now): {issued.secret} — install a node "
+            f"with it: {install_command(public_server_url(request), issued.secret)}",
             level=messages.WARNING,
         )
 

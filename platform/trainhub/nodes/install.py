@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import shlex
 
+from django.conf import settings
+from django.http import HttpRequest
+
 INSTALL_SCRIPT_PATH = "/agent/install.sh"
 
 
@@ -18,3 +21,10 @@ def install_command(server: str, token: str) -> str:
         f"curl -fsSL {shlex.quote(base + INSTALL_SCRIPT_PATH)} | sh -s -- "
         f"--server {shlex.quote(base)} --token={shlex.quote(token)}"
     )
+
+
+def public_server_url(request: HttpRequest) -> str:
+    """The URL nodes reach this server at: `TRAINHUB_PUBLIC_URL`, else the request's own
+    (scheme and host as the request arrived; behind a proxy set the setting)."""
+    configured: str = settings.PUBLIC_URL
+    return configured or request.build_absolute_uri("/").rstrip("/")

@@ -34,6 +34,8 @@ class Node(models.Model):
     enrolled_at = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
+    # {"zone": "eu-1"}: given at install (`--labels`), checked by ps_runtime.agent.labels.
+    labels = models.JSONField(default=dict, blank=True)
     # A team whose jobs are placed here first (e.g. it bought the node); others may still
     # use it. Quotas, not ownership, decide how much each team gets.
     owner = models.ForeignKey(
@@ -64,7 +66,11 @@ class Node(models.Model):
 
 
 class EnrollmentToken(models.Model):
-    """A secret that lets an agent register a node; stored hashed."""
+    """A secret that lets an agent register a node; stored hashed.
+
+    Every token expires (`nodes.services.create_enrollment_token` sets one hour unless
+    told otherwise, at most seven days) and enrolls `max_uses` nodes (one by default).
+    """
 
     description = models.CharField(max_length=200, blank=True)
     token_hash = models.CharField(max_length=128, unique=True, editable=False)
@@ -72,8 +78,9 @@ class EnrollmentToken(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    max_uses = models.PositiveIntegerField(null=True, blank=True)
+    # blank: left empty in the admin, the service gives it the default lifetime.
+    expires_at = models.DateTimeField(blank=True)
+    max_uses = models.PositiveIntegerField(default=1)
     uses = models.PositiveIntegerField(default=0)
     revoked = models.BooleanField(default=False)
 

@@ -7,13 +7,16 @@ drained, given a new owner) publishes `NodeChanged`; the scheduler queues a cycl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
+from django.utils import timezone
 
+from ps_runtime.agent.labels import LabelError, check_labels
 from trainhub.audit.services import Actor, record_change
 from trainhub.events import NodeChanged, publish
 from trainhub.tenancy.models import Team
@@ -22,9 +25,47 @@ from .choices import NodeState
 from .models import EnrollmentToken, Node
 from .secrets_util import hash_secret, matches, new_secret
 
+# Enrollment tokens: one node, one hour unless asked otherwise; never longer than a week.
+TOKEN_DEFAULT_LIFETIME = timedelta(hours=1)
+TOKEN_MAX_LIFETIME = timedelta(days=7)
+TOKEN_MAX_USES = 1_000_000
+NEW_TOKEN_HINT = (
+    "ask a platform admin for a new one (POST /api/v1/enrollment-tokens/ answers it with "
+    "the install command)"
+)
+
 
 class EnrollmentError(Exception):
-    """The enrollment token is unknown, revoked, expired or used up."""
+    """The node cannot enroll; `field` names the part of the request at fault."""
+
+    def __init__(self, message: str, field: str = "token") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class TokenTermsError(ValueError):
+    """An enrollment token's terms are out of bounds; `field` names the one at fault."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_token_terms(*, expires_at: datetime | None, max_uses: int, now: datetime) -> datetime:
+    """The token's expiry (the default lifetime when None), or `TokenTermsError`."""
+    if not 1 <= max_uses <= TOKEN_MAX_USES:
+        raise TokenTermsError(f"must be between 1 and {TOKEN_MAX_USES}.", field="max_uses")
+    if expires_at is None:
+        return now + TOKEN_DEFAULT_LIFETIME
+    if expires_at <= now:
+        raise TokenTermsError("must be in the future.", field="expires_at")
+    if expires_at - now > TOKEN_MAX_LIFETIME:
+        raise TokenTermsError(
+            f"must be at most {TOKEN_MAX_LIFETIME.days} days from now "
+            f"(no later than {(now + TOKEN_MAX_LIFETIME).isoformat(timespec='seconds')}).",
+            field="expires_at",
+        )
+    return expires_at
 
 
 @dataclass(frozen=True)
@@ -33,15 +74,31 @@ class IssuedSecret:
     secret: str
 
 
+@dataclass(frozen=True)
+class IssuedToken(IssuedSecret):
+    expires_at: datetime
+    max_uses: int
+
+
 @transaction.atomic
 def create_enrollment_token(
     *,
     created_by: User | None = None,
     description: str = "",
     expires_at: datetime | None = None,
-    max_uses: int | None = None,
-) -> IssuedSecret:
-    """Create an enrollment token; the secret is returned once and stored only hashed."""
+    max_uses: int = 1,
+    now: datetime | None = None,
+) -> IssuedToken:
+    """Create an enrollment token; the secret is returned once and stored only hashed.
+
+    Single use and one hour by default; at most seven days.
+
+    Raises:
+        TokenTermsError: `expires_at` or `max_uses` out of bounds; nothing is created.
+    """
+    expires_at = check_token_terms(
+        expires_at=expires_at, max_uses=max_uses, now=now or timezone.now()
+    )
     secret = new_secret()
     token = EnrollmentToken.objects.create(
         description=description,
@@ -57,7 +114,7 @@ def create_enrollment_token(
         before=None,
         after={"description": description, "expires_at": str(expires_at), "max_uses": max_uses},
     )
-    return IssuedSecret(id=token.pk, secret=secret)
+    return IssuedToken(id=token.pk, secret=secret, expires_at=expires_at, max_uses=max_uses)
 
 
 @transaction.atomic
@@ -123,20 +180,55 @@ def set_node_owner(*, node: Node, owner: Team | None, actor: Actor = None) -> No
 _VERBS = {NodeState.ACTIVE: "uncordon", NodeState.CORDONED: "cordon", NodeState.DRAINING: "drain"}
 
 
+def _usable_token(token: str, now: datetime) -> EnrollmentToken:
+    """The locked token row, or `EnrollmentError` saying why it cannot enroll a node."""
+    found = EnrollmentToken.objects.select_for_update().filter(token_hash=hash_secret(token))
+    row = found.first()
+    if row is None:
+        why = "This enrollment token is not known to this server (mistyped, or from another one)"
+    elif row.revoked:
+        why = "This enrollment token was revoked"
+    elif row.expires_at <= now:
+        why = f"This enrollment token expired at {row.expires_at.isoformat(timespec='seconds')}"
+    elif row.uses >= row.max_uses:
+        why = (
+            f"This enrollment token is used up ({row.uses} of {row.max_uses} "
+            f"node{'s' if row.max_uses != 1 else ''} enrolled with it)"
+        )
+    else:
+        return row
+    raise EnrollmentError(f"{why}; {NEW_TOKEN_HINT}.")
+
+
+def _check_name_free(hostname: str, now: datetime) -> None:
+    """Refuse a name that a live node holds: two agents would share one identity."""
+    holder = Node.objects.alive(now).filter(hostname=hostname).order_by("-last_seen").first()
+    if holder is None:
+        return
+    lost_after = settings.NODE_LOST_AFTER_SECONDS
+    raise EnrollmentError(
+        f"A node named {hostname!r} (#{holder.pk}) is already enrolled and its agent is "
+        f"connected. To enroll this machine as well, give it another name (--name). To "
+        f"enroll that machine again, stop its agent, wait {lost_after:g} s until the node "
+        "counts as lost, and enroll with a new token.",
+        field="hostname",
+    )
+
+
 @transaction.atomic
 def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedSecret:
-    """Register a node with an enrollment token; returns the node id and its credential."""
-    usable = (
-        EnrollmentToken.objects.select_for_update()
-        .filter(token_hash=hash_secret(token), revoked=False)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .filter(Q(max_uses__isnull=True) | Q(uses__lt=F("max_uses")))
-        .first()
-    )
-    if usable is None:
-        raise EnrollmentError(
-            "Enrollment token is unknown, revoked, expired or used up; ask an admin for a new one."
-        )
+    """Register a node with an enrollment token; returns the node id and its credential.
+
+    Raises:
+        EnrollmentError: the token is unknown, revoked, expired or used up, the name is
+            held by a live node, or the labels are malformed; nothing changes.
+    """
+    usable = _usable_token(token, now)
+    _check_name_free(facts["hostname"], now)
+    try:
+        labels = check_labels(facts.get("labels") or {})
+    except LabelError as exc:
+        raise EnrollmentError(str(exc), field="labels") from None
     EnrollmentToken.objects.filter(pk=usable.pk).update(uses=F("uses") + 1)
     secret = new_secret()
     node = Node.objects.create(
@@ -145,6 +237,7 @@ def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedSe
         cpus=facts["cpus"],
         memory_mb=facts["memory_mb"],
         gpus=facts.get("gpus", []),
+        labels=labels,
         credential_hash=hash_secret(secret),
         last_seen=now,
     )

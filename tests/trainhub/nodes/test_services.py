@@ -100,8 +100,10 @@ def test_a_node_without_gpus_in_its_facts_has_none() -> None:
     assert Node.objects.get(pk=issued.id).gpus == []
 
 
-def _refused(secret: str, now: Any, token_id: int | None = None, uses: int = 0) -> None:
-    with pytest.raises(EnrollmentError, match="unknown, revoked, expired or used up"):
+def _refused(
+    secret: str, now: Any, token_id: int | None = None, uses: int = 0, why: str = ""
+) -> None:
+    with pytest.raises(EnrollmentError, match=f"{why}.*ask a platform admin for a new one"):
         enroll_node(token=secret, facts=FACTS, now=now)
     assert not Node.objects.exists()
     if token_id is not None:
@@ -110,21 +112,21 @@ def _refused(secret: str, now: Any, token_id: int | None = None, uses: int = 0) 
 
 def test_an_unknown_token_enrolls_nothing() -> None:
     create_enrollment_token()
-    _refused("not-a-token", timezone.now())
-    _refused("", timezone.now())
+    _refused("not-a-token", timezone.now(), why="not known")
+    _refused("", timezone.now(), why="not known")
 
 
 def test_a_revoked_token_enrolls_nothing() -> None:
     issued = create_enrollment_token()
     revoke_enrollment_token(token=EnrollmentToken.objects.get(pk=issued.id))
-    _refused(issued.secret, timezone.now(), issued.id)
+    _refused(issued.secret, timezone.now(), issued.id, why="revoked")
 
 
 def test_an_expired_token_enrolls_nothing_from_its_expiry_on() -> None:
     now = timezone.now()
     issued = create_enrollment_token(expires_at=now + timedelta(minutes=5))
-    _refused(issued.secret, now + timedelta(minutes=5), issued.id)
-    _refused(issued.secret, now + timedelta(days=1), issued.id)
+    _refused(issued.secret, now + timedelta(minutes=5), issued.id, why="expired at")
+    _refused(issued.secret, now + timedelta(days=1), issued.id, why="expired at")
     enroll_node(token=issued.secret, facts=FACTS, now=now + timedelta(minutes=4))
     assert Node.objects.count() == 1
 

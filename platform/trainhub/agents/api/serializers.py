@@ -21,6 +21,12 @@ class EnrollSerializer(serializers.Serializer[Any]):
     cpus = serializers.FloatField(min_value=0.1)
     memory_mb = serializers.IntegerField(min_value=1)
     gpus = GpuSerializer(many=True, required=False, default=list)
+    labels = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=63),
+        required=False,
+        default=dict,
+        help_text="Node labels, e.g. zone: eu-1 (ps_runtime.agent.labels says what is allowed).",
+    )
 
 
 class EnrolledSerializer(serializers.Serializer[Any]):

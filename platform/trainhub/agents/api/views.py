@@ -39,7 +39,7 @@ class EnrollView(APIView):
         try:
             issued = enroll_node(token=token, facts=facts, now=timezone.now())
         except EnrollmentError as exc:
-            raise serializers.ValidationError({"token": [str(exc)]}) from exc
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         enrolled = Enrolled(node_id=issued.id, credential=issued.secret)
         return Response(enrolled.to_wire(), status=status.HTTP_201_CREATED)
 

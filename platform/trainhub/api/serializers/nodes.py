@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.utils import timezone
 from rest_framework import serializers
 
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import EnrollmentToken, Node
+from trainhub.nodes.services import TOKEN_MAX_USES, TokenTermsError, check_token_terms
 
 
 class NodeGpuSerializer(serializers.Serializer):
@@ -19,6 +22,7 @@ class NodeGpuSerializer(serializers.Serializer):
 class NodeSerializer(serializers.ModelSerializer):
     gpus = NodeGpuSerializer(many=True, read_only=True)
     usage = serializers.DictField(read_only=True)
+    labels = serializers.DictField(child=serializers.CharField(), read_only=True)
     alive = serializers.SerializerMethodField()
     active_tasks = serializers.IntegerField(read_only=True, help_text="Tasks running there now.")
     drained = serializers.SerializerMethodField(
@@ -42,6 +46,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "memory_mb",
             "gpus",
             "owner",
+            "labels",
             "state",
             "alive",
             "active_tasks",
@@ -81,12 +86,38 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
 
 class EnrollmentTokenRequestSerializer(serializers.Serializer):
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    expires_at = serializers.DateTimeField(required=False, allow_null=True)
-    max_uses = serializers.IntegerField(
-        min_value=1, max_value=1_000_000, required=False, allow_null=True
+    expires_at = serializers.DateTimeField(
+        required=False,
+        allow_null=True,
+        help_text="When the token stops working: in the future, at most 7 days away "
+        "(default: one hour from now).",
     )
+    max_uses = serializers.IntegerField(
+        min_value=1,
+        max_value=TOKEN_MAX_USES,
+        required=False,
+        default=1,
+        help_text="How many nodes it may enroll (default 1).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The service's own check, so the API, the admin and the service agree.
+        try:
+            attrs["expires_at"] = check_token_terms(
+                expires_at=attrs.get("expires_at"),
+                max_uses=attrs.get("max_uses", 1),
+                now=timezone.now(),
+            )
+        except TokenTermsError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
+        return attrs
 
 
 class IssuedEnrollmentTokenSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     token = serializers.CharField(help_text="The secret; shown only this once.")
+    expires_at = serializers.DateTimeField()
+    max_uses = serializers.IntegerField()
+    install_command = serializers.CharField(
+        help_text="The line to run on a new node: installs the agent and enrolls it."
+    )

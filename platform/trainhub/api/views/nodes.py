@@ -8,13 +8,16 @@ from django.db.models import Count, Q, QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from trainhub.jobs.choices import TASK_ACTIVE
 from trainhub.nodes.choices import NodeState
+from trainhub.nodes.install import install_command, public_server_url
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.services import (
+    TokenTermsError,
     create_enrollment_token,
     revoke_enrollment_token,
     set_node_state,
@@ -82,10 +85,24 @@ class EnrollmentTokenViewSet(
         request=EnrollmentTokenRequestSerializer, responses={201: IssuedEnrollmentTokenSerializer}
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A token (single use, one hour by default) and the command that installs a node
+        with it; the secret is shown only in this answer."""
         params = EnrollmentTokenRequestSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        issued = create_enrollment_token(created_by=_user(request), **params.validated_data)
-        return Response({"id": issued.id, "token": issued.secret}, status=status.HTTP_201_CREATED)
+        try:
+            issued = create_enrollment_token(created_by=_user(request), **params.validated_data)
+        except TokenTermsError as exc:  # `expires_at` passed while the request ran
+            raise ValidationError({exc.field: [str(exc)]}) from exc
+        answer = IssuedEnrollmentTokenSerializer(
+            {
+                "id": issued.id,
+                "token": issued.secret,
+                "expires_at": issued.expires_at,
+                "max_uses": issued.max_uses,
+                "install_command": install_command(public_server_url(request), issued.secret),
+            }
+        )
+        return Response(answer.data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: EnrollmentTokenSerializer})
     @action(detail=True, methods=["post"])

@@ -1,0 +1,240 @@
+{% autoescape off %}#!/bin/sh
+# TrainHub node agent installer, served by {{ server }} (trainhub-runtime {{ version }}).
+#
+#   curl -fsSL {{ server }}/agent/install.sh | sh -s -- --server {{ server }} --token TOKEN
+#
+# Installs the trainhub-runtime distribution (the PS runtime and the node agent; no
+# Django) into a virtualenv at --prefix, enrolls this machine with the enrollment token
+# and, run as root, installs and starts the systemd unit trainhub-agent.service.
+#
+# Running it again upgrades the agent in place: the virtualenv is kept and the runtime
+# reinstalled; a node already enrolled (PREFIX/etc/agent.json exists) is not enrolled
+# again and needs no token; a running service is not restarted, so its tasks keep
+# running, and the new version takes over at the agent's next restart.
+#
+# Everything runs from `main "$@"` on the last line: a download cut short runs nothing.
+set -eu
+
+SERVER={{ server_q }}
+WHEEL={{ wheel_q }}
+DIST_PATH={{ dist_path_q }}
+PREFIX=/opt/trainhub-agent
+TOKEN=
+NAME=
+LABELS=
+INDEX_URL=
+SERVICE=1
+UNIT=trainhub-agent.service
+# Where /etc/systemd and /run/systemd are looked for under (tests); empty on a real node.
+SYSTEMD_ROOT=${TRAINHUB_SYSTEMD_ROOT:-}
+
+say() { printf 'trainhub-agent install: %s\n' "$*"; }
+die() {
+    printf 'trainhub-agent install: error: %s\n' "$*" >&2
+    exit 1
+}
+
+usage() {
+    cat <<'EOF'
+Install the TrainHub node agent and enroll this machine.
+
+usage: sh install.sh --server URL --token TOKEN [options]
+
+  --server URL       the TrainHub server (default: the one this script came from)
+  --token TOKEN      enrollment token (POST /api/v1/enrollment-tokens/); not needed
+                     when this machine is already enrolled (an upgrade)
+  --prefix DIR       where the agent is installed (default /opt/trainhub-agent)
+  --no-service       no systemd unit: print the command that runs the agent instead
+  --name NAME        the node's name (default: this host's name)
+  --labels k=v,...   labels of the node, e.g. zone=eu-1,rack=4
+  --index-url URL    package index for the agent's dependencies (passed to pip)
+  -h, --help         this text
+
+Environment: TRAINHUB_PYTHON, the Python (3.11 or newer) to build the agent on.
+EOF
+}
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        opt=$1
+        val=
+        case $opt in
+            --*=*)
+                val=${opt#*=}
+                opt=${opt%%=*}
+                shift
+                ;;
+            --server | --token | --prefix | --name | --labels | --index-url)
+                [ $# -ge 2 ] || die "$opt needs a value (see --help)"
+                val=$2
+                shift 2
+                ;;
+            *) shift ;;
+        esac
+        case $opt in
+            --server) SERVER=$val ;;
+            --token) TOKEN=$val ;;
+            --prefix) PREFIX=$val ;;
+            --name) NAME=$val ;;
+            --labels) LABELS=$val ;;
+            --index-url) INDEX_URL=$val ;;
+            --no-service) SERVICE=0 ;;
+            -h | --help)
+                usage
+                exit 0
+                ;;
+            *) die "unknown option: $opt (see --help)" ;;
+        esac
+    done
+    case $SERVER in
+        http://?* | https://?*) SERVER=${SERVER%/} ;;
+        *) die "--server must be the server's http:// or https:// URL, got '$SERVER'" ;;
+    esac
+    case $PREFIX in
+        /*) ;;
+        *) PREFIX=$(pwd)/$PREFIX ;;
+    esac
+    PREFIX=${PREFIX%/}
+    case $PREFIX in
+        "" | *[!A-Za-z0-9_./-]*) die "--prefix must be a path of letters, digits and . _ - / (got '$PREFIX')" ;;
+    esac
+    STATE=$PREFIX/etc/agent.json
+    WORK_DIR=$PREFIX/work
+    AGENT=$PREFIX/bin/trainhub-agent
+    RUN_COMMAND="$AGENT run --state-file $STATE --work-dir $WORK_DIR"
+}
+
+python_ok() {
+    "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1 </dev/null
+}
+
+# Python 3.11 or newer, with the venv module: TRAINHUB_PYTHON, else the first on PATH.
+find_python() {
+    PYTHON=
+    if [ -n "${TRAINHUB_PYTHON:-}" ]; then
+        python_ok "$TRAINHUB_PYTHON" || die "TRAINHUB_PYTHON=$TRAINHUB_PYTHON is not a working Python 3.11 or newer"
+        PYTHON=$TRAINHUB_PYTHON
+    else
+        for candidate in python3 python3.13 python3.12 python3.11; do
+            if command -v "$candidate" >/dev/null 2>&1 && python_ok "$candidate"; then
+                PYTHON=$(command -v "$candidate")
+                break
+            fi
+        done
+    fi
+    if [ -z "$PYTHON" ]; then
+        die "the agent needs Python 3.11 or newer, and none was found on PATH (python3, python3.13, python3.12, python3.11). Install one (Debian 12 / Ubuntu 24.04: apt-get install python3 python3-venv; Ubuntu 22.04: apt-get install python3.11 python3.11-venv; RHEL 9: dnf install python3.11) or set TRAINHUB_PYTHON to its path."
+    fi
+    if ! "$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 </dev/null; then
+        die "$PYTHON has no venv module (with ensurepip); install it (Debian/Ubuntu: apt-get install python3-venv, or python3.11-venv for python3.11)"
+    fi
+}
+
+# The virtualenv: created once, kept on upgrades.
+make_venv() {
+    UPGRADE=0
+    if [ -x "$PREFIX/bin/python" ]; then
+        python_ok "$PREFIX/bin/python" || die "$PREFIX holds a virtualenv whose Python no longer works; move $PREFIX away (keep $STATE to stay enrolled) and run this again"
+        UPGRADE=1
+        say "upgrading the agent in $PREFIX"
+    else
+        mkdir -p "$PREFIX" 2>/dev/null && [ -w "$PREFIX" ] || die "cannot write to $PREFIX: run as root (curl ... | sudo sh -s -- ...) or choose another --prefix"
+        say "creating a virtualenv in $PREFIX with $PYTHON"
+        "$PYTHON" -m venv "$PREFIX" </dev/null || die "could not create a virtualenv in $PREFIX with $PYTHON"
+    fi
+}
+
+pip_install() {
+    if [ -n "$INDEX_URL" ]; then
+        set -- --index-url "$INDEX_URL" "$@"
+    fi
+    "$PREFIX/bin/python" -m pip install --disable-pip-version-check --no-input --quiet "$@" </dev/null
+}
+
+# The runtime wheel of the server's version, then its dependencies from the index.
+install_runtime() {
+    url=$SERVER$DIST_PATH$WHEEL
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsSL --retry 3 -o "$TMP/$WHEEL" "$url" || die "cannot download the agent from $url"
+    else
+        "$PREFIX/bin/python" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$TMP/$WHEEL" 2>"$TMP/err" </dev/null || die "cannot download the agent from $url: $(tail -n 1 "$TMP/err")"
+    fi
+    say "installing $WHEEL and its dependencies (grpcio, protobuf, numpy, websockets)"
+    pip_install --upgrade "$TMP/$WHEEL" || die "pip could not install the agent's dependencies; without access to the public package index, pass --index-url with a mirror"
+    if [ "$UPGRADE" = 1 ]; then
+        # Same version number, newer build (a server running from source): replace the files.
+        pip_install --no-deps --force-reinstall "$TMP/$WHEEL" || die "pip could not reinstall $WHEEL"
+    fi
+    say "installed $("$AGENT" --version)"
+}
+
+# Enrollment: once; the node's credential goes to $STATE, mode 0600.
+enroll() {
+    if [ -f "$STATE" ]; then
+        say "already enrolled ($STATE kept; no token used). To enroll this machine again: stop its agent, remove $STATE and run this with a new token."
+        return
+    fi
+    mkdir -p "$PREFIX/etc"
+    chmod 700 "$PREFIX/etc"
+    set -- enroll --server "$SERVER" --token="$TOKEN" --state-file "$STATE"
+    if [ -n "$NAME" ]; then
+        set -- "$@" --name="$NAME"
+    fi
+    if [ -n "$LABELS" ]; then
+        set -- "$@" --labels="$LABELS"
+    fi
+    "$AGENT" "$@" </dev/null || die "enrollment failed (see above); the agent stays installed in $PREFIX: run this again with a new token"
+}
+
+run_yourself() {
+    say "$1 Run the agent with:"
+    printf '  %s\n' "$RUN_COMMAND"
+}
+
+# As root with systemd: the unit, enabled; started unless it runs (a running agent is
+# left alone so that its tasks go on).
+install_service() {
+    unit_file=$SYSTEMD_ROOT/etc/systemd/system/$UNIT
+    cat >"$TMP/$UNIT" <<UNIT
+{% include "agents/trainhub-agent.service" %}UNIT
+    if [ ! -f "$unit_file" ] || [ "$(cat "$TMP/$UNIT")" != "$(cat "$unit_file")" ]; then
+        mkdir -p "${unit_file%/*}"
+        install -m 0644 "$TMP/$UNIT" "$unit_file"
+        systemctl daemon-reload
+        say "wrote $unit_file"
+    fi
+    systemctl enable --quiet "$UNIT"
+    if systemctl is-active --quiet "$UNIT"; then
+        say "$UNIT is running and was left running, so its tasks go on; the upgrade takes effect at its next restart (systemctl restart $UNIT stops the tasks on this node; the platform restarts them)."
+    else
+        systemctl start "$UNIT"
+        say "started $UNIT (journalctl -u $UNIT shows its log)."
+    fi
+}
+
+main() {
+    parse_args "$@"
+    if [ ! -f "$STATE" ] && [ -z "$TOKEN" ]; then
+        die "--token is needed to enroll this machine: ask a platform admin for an enrollment token (POST /api/v1/enrollment-tokens/ answers with the whole command)"
+    fi
+    find_python
+    TMP=$(mktemp -d)
+    trap 'rm -rf "$TMP"' EXIT
+    trap 'exit 130' INT TERM
+    make_venv
+    install_runtime
+    enroll
+    mkdir -p "$WORK_DIR"
+    if [ "$SERVICE" = 0 ]; then
+        run_yourself "installed, no service (--no-service)."
+    elif [ "$(id -u)" != 0 ]; then
+        run_yourself "not root, so no systemd unit was installed."
+    elif ! command -v systemctl >/dev/null 2>&1 || [ ! -d "$SYSTEMD_ROOT/run/systemd/system" ]; then
+        run_yourself "systemd is not running here, so no unit was installed."
+    else
+        install_service
+    fi
+}
+
+main "$@"
+{% endautoescape %}
