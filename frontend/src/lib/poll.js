@@ -20,7 +20,12 @@ export function pollFragment(selector, statusEl, { everyMs = 4000 } = {}) {
     if (el === null || document.hidden || inFlight) return;
     htmx.trigger(el, "poll");
   };
-  const mine = (event) => event.detail?.elt?.matches?.(selector);
+  // The element that sent the request: after an outerHTML swap htmx reports the end of
+  // the request on a parent (the element itself is gone), so ask the request's config.
+  const mine = (event) => {
+    const elt = event.detail?.requestConfig?.elt ?? event.detail?.elt;
+    return Boolean(elt?.matches?.(selector));
+  };
 
   document.body.addEventListener("htmx:beforeRequest", (event) => {
     if (mine(event)) inFlight = true;

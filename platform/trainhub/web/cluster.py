@@ -107,9 +107,11 @@ class QuotaBar:
         )
 
 
-def quota_bars(nominal: Resources, usage: QuotaUsage) -> list[QuotaBar]:
+def quota_bars(
+    nominal: Resources, usage: QuotaUsage, resources: Sequence[str] = RESOURCE_NAMES
+) -> list[QuotaBar]:
     bars = []
-    for name in RESOURCE_NAMES:
+    for name in resources:
         quota = getattr(nominal, name)
         within = max(0.0, getattr(usage.within_quota, name))
         borrowed = getattr(usage.borrowed, name)
@@ -140,15 +142,18 @@ class TeamUsage:
     bars: list[QuotaBar]
 
 
-def team_usage(teams: Sequence[Team], usage: dict[int, QuotaUsage]) -> list[TeamUsage]:
+def team_usage(
+    teams: Sequence[Team], usage: dict[int, QuotaUsage], *, gpus_in_cluster: bool
+) -> list[TeamUsage]:
     """Quota bars for each team (`teams` with `quota` selected; a team without a quota row
-    has a nominal quota of zero)."""
-    rows = []
+    has a nominal quota of zero). GPUs only when the cluster or a team has any."""
+    nominals = {}
     for team in teams:
         quota = getattr(team, "quota", None)
-        nominal = quota.nominal if quota is not None else Resources()
-        rows.append(TeamUsage(team, quota_bars(nominal, usage[team.pk])))
-    return rows
+        nominals[team.pk] = quota.nominal if quota is not None else Resources()
+    gpus = gpus_in_cluster or any(nominals[t.pk].gpu > 0 or usage[t.pk].used.gpu > 0 for t in teams)
+    shown = RESOURCE_NAMES if gpus else tuple(n for n in RESOURCE_NAMES if n != "gpu")
+    return [TeamUsage(t, quota_bars(nominals[t.pk], usage[t.pk], shown)) for t in teams]
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,7 @@ class ClusterSummary:
     allocations: list[Allocation]
     by_status: dict[str, int]  # every NodeStatus, in order, with its count
     nodes: int
+    gpus: int  # GPUs on all nodes, ready or not
 
 
 def cluster_summary(nodes: Iterable[Node], now: datetime) -> ClusterSummary:
@@ -206,7 +212,9 @@ def cluster_summary(nodes: Iterable[Node], now: datetime) -> ClusterSummary:
     loads = node_loads()
     capacity, held = Resources(), Resources()
     counts: Counter[NodeStatus] = Counter()
+    gpus = 0
     for node in nodes:
+        gpus += node.gpu_count
         status = node_status(node, now)
         counts[status] += 1
         if status == NodeStatus.READY:
@@ -216,6 +224,7 @@ def cluster_summary(nodes: Iterable[Node], now: datetime) -> ClusterSummary:
         allocations=allocations(held, capacity),
         by_status={s.value: counts[s] for s in NodeStatus},
         nodes=len(nodes),
+        gpus=gpus,
     )
 
 

@@ -99,6 +99,15 @@ def test_team_bars_say_used_borrowed_and_lent_in_words(world: dict[str, Any]) ->
     assert "borrowed beyond quota" in html  # the legend
 
 
+def test_team_gpus_are_shown_only_when_the_cluster_has_gpus(world: dict[str, Any]) -> None:
+    client = _client(world["root"])
+    assert 'data-resource="gpu"' not in client.get("/").content.decode().split("team-usage")[1]
+    make_node("gpu-node", gpus=2)
+    html = client.get("/").content.decode()
+    assert _cell(html, "recsys", "gpu") == "0 GPU used of 0 GPU"
+    assert "0 GPU of 2 GPU allocated (0%)" in _card(html, "gpu")
+
+
 def test_a_member_sees_only_their_teams_and_jobs(world: dict[str, Any]) -> None:
     alice = _client(world["alice"]).get("/").content.decode()
     assert 'data-team="recsys"' in alice and 'data-team="vision"' not in alice

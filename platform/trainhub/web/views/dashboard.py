@@ -44,11 +44,13 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     jobs = Job.objects.visible_to(user)
     teams = list(Team.objects.visible_to(user).select_related("quota").order_by("slug"))
     running = jobs.filter(state__in=JOB_PLACED)
+    cluster = cluster_summary(Node.objects.all(), now)
     context = {
         "section": "dashboard",
-        "now": now,
-        "cluster": cluster_summary(Node.objects.all(), now),
-        "teams": team_usage(teams, quota_usage(t.pk for t in teams)),
+        "cluster": cluster,
+        "teams": team_usage(
+            teams, quota_usage(t.pk for t in teams), gpus_in_cluster=cluster.gpus > 0
+        ),
         "queue": pending_summary(jobs),
         "running": list(
             running.select_related("team", "submitted_by")
