@@ -262,13 +262,13 @@ LIST_QUERIES = 5  # session, user, count, the page of nodes, their loads
 DETAIL_QUERIES = 5  # session, user, node, its loads, its tasks
 
 
-def _grow(world: dict[str, Any]) -> None:
+def _grow(world: dict[str, Any], step: int) -> None:
     alice = world["alice"]
     for i in range(3):
-        node, _ = make_node(f"grown-{i}", cpus=8, memory_mb=16384)
-        job = make_job(alice, team="recsys", name=f"grown-{i}")
+        node, _ = make_node(f"grown-{step}-{i}", cpus=8, memory_mb=16384)
+        job = make_job(alice, team="recsys", name=f"grown-{step}-{i}")
         place_job(job=job, placements=gang_placements(job, node), now=timezone.now())
-        job = make_job(alice, team="recsys", name=f"grown-cpu-{i}")
+        job = make_job(alice, team="recsys", name=f"grown-cpu-{step}-{i}")
         place_job(job=job, placements=gang_placements(job, world["cpu"]), now=timezone.now())
 
 
@@ -280,9 +280,9 @@ def test_the_node_pages_take_a_fixed_number_of_queries(
     asks which teams are theirs."""
     client = _client(world[who])
     detail = f"/nodes/{world['cpu'].pk}/"
-    for _ in range(2):
+    for step in range(2):
         with django_assert_num_queries(LIST_QUERIES + min(extra, 1)):
             assert client.get("/nodes/").status_code == 200
         with django_assert_num_queries(DETAIL_QUERIES + extra):
             assert client.get(detail).status_code == 200
-        _grow(world)
+        _grow(world, step)
