@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -59,10 +60,12 @@ def node_add(request: HttpRequest) -> HttpResponse:
     """Make a single-use enrollment token and show the command that installs and enrolls
     an agent with it; the list below then marks nodes that joined since."""
     _require_platform_admin(request)
+    admin = request.user
+    assert isinstance(admin, User)  # signed in (login_required)
     now = timezone.now()
     expires_at = now + INSTALL_TOKEN_LIFETIME
     issued = create_enrollment_token(
-        created_by=request.user,  # type: ignore[arg-type]  # signed in: a User
+        created_by=admin,
         description="Add a node (web)",
         max_uses=1,
         expires_at=expires_at,
