@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import Count, QuerySet
 
 from ps_runtime.agent.protocol import DEFAULT_STOP_GRACE_SECONDS, DesiredTask, DesiredTasks
 from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
 from trainhub.nodes.models import Node
+from trainhub.tenancy.resources import Resources
 
 from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
-from .models import Job, Task
+from .models import Job, JobEvent, Task
 
 # A preempted job's PS shards and workers keep serving while its coordinator checkpoints.
 JOB_SERVING = JOB_PLACED | {JobState.PREEMPTED}
@@ -95,4 +99,93 @@ def _desired_task(task: Task, cluster: ClusterSpec) -> DesiredTask:
         stop_grace_seconds=(
             settings.PREEMPTION_GRACE_SECONDS if task.role == TaskRole.COORDINATOR else None
         ),
+    )
+
+
+# What the dashboard and the node pages read (one query each, whatever the cluster's size).
+
+
+@dataclass(frozen=True)
+class NodeLoad:
+    """What the active tasks on one node hold, and how many there are."""
+
+    held: Resources
+    tasks: int
+
+
+def node_loads(node_ids: Iterable[int] | None = None) -> dict[int, NodeLoad]:
+    """Each node's load by its active tasks (nodes running nothing are absent)."""
+    tasks = Task.objects.filter(state__in=TASK_ACTIVE, node__isnull=False)
+    if node_ids is not None:
+        tasks = tasks.filter(node_id__in=list(node_ids))
+    held: dict[int, Resources] = defaultdict(Resources)
+    count: dict[int, int] = defaultdict(int)
+    for node_id, cpu, memory_mb, gpus in tasks.values_list(
+        "node_id", "cpu", "memory_mb", "gpu_indices"
+    ):
+        held[node_id] += Resources(cpu, memory_mb, len(gpus or []))
+        count[node_id] += 1
+    return {node_id: NodeLoad(held[node_id], count[node_id]) for node_id in held}
+
+
+@dataclass(frozen=True)
+class PendingSummary:
+    count: int
+    # The most common reasons, most frequent first: (reason, jobs); "" is "not yet
+    # looked at by the scheduler".
+    reasons: list[tuple[str, int]]
+
+
+def pending_summary(jobs: QuerySet[Job], top: int = 5) -> PendingSummary:
+    """How many of `jobs` (a Job queryset) wait, and their `top` most common reasons."""
+    pending = jobs.filter(state=JobState.PENDING)
+    grouped = (
+        pending.order_by()
+        .values("pending_reason")
+        .annotate(n=Count("id"))
+        .order_by("-n", "pending_reason")[:top]
+    )
+    return PendingSummary(
+        count=pending.count(), reasons=[(g["pending_reason"], g["n"]) for g in grouped]
+    )
+
+
+_EVENT_FIELDS = ("id", "job", "time", "kind", "from_state", "to_state", "reason", "actor")
+
+
+def recent_events(jobs: QuerySet[Job], limit: int = 15) -> list[JobEvent]:
+    """The latest `limit` events of `jobs` (a Job queryset), newest first, with their job."""
+    events = JobEvent.objects.all()
+    if jobs.query.has_filters():  # everyone's jobs (a platform admin's) need no semi-join
+        events = events.filter(job__in=jobs.order_by().values("pk"))
+    return list(
+        events.select_related("job")
+        .only(*_EVENT_FIELDS, "job__name", "job__team_id")
+        .order_by("-time", "-id")[:limit]
+    )
+
+
+_TASK_FIELDS = (
+    "id",
+    "job",
+    "role",
+    "index",
+    "attempt",
+    "state",
+    "node",
+    "cpu",
+    "memory_mb",
+    "gpu_indices",
+    "borrowed",
+    "started_at",
+)
+
+
+def tasks_on_node(node: Node) -> list[Task]:
+    """The active tasks on `node`, with their job and its team, in job then slot order."""
+    return list(
+        Task.objects.filter(node=node, state__in=TASK_ACTIVE)
+        .select_related("job__team")
+        .only(*_TASK_FIELDS, "job__name", "job__state", "job__team__slug")
+        .order_by("job_id", "role", "index")
     )
