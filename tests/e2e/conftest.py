@@ -22,9 +22,13 @@ def live_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveClust
         yield c
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium (Debian's) for every browser test of the session."""
+    """A headless Chromium (Debian's) for the browser tests of one module.
+
+    Not session-wide: Playwright's sync API keeps an event loop running in the main thread
+    while it is open, and tests that run after it call `asyncio.run()` there.
+    """
     with sync_playwright() as playwright:
         instance = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
         yield instance

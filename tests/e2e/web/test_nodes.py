@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.urls import Resolver404, resolve
 from playwright.sync_api import Browser, Page, expect
 
 from ...conftest import require_services
@@ -124,13 +123,7 @@ def test_add_a_node_shows_an_install_command_to_copy(
 @pytest.fixture(scope="module")
 def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     """A services-mode TrainHub of its own, so that the node this module adds never shows
-    up in the tests that share `live_cluster` and its single node. Needs issue 13's
-    `/agent/install.sh`: skipped (outside CI) where this checkout does not serve it."""
-    try:
-        resolve("/agent/install.sh")
-    except Resolver404:
-        if not IN_CI:
-            pytest.skip("this checkout does not serve /agent/install.sh yet (issue 13)")
+    up in the tests that share `live_cluster` and its single node."""
     database_url, redis_url = require_services()
     tmp = tmp_path_factory.mktemp("add-node-cluster")
     own_redis = redis_url.rsplit("/", 1)[0] + "/12"  # live_cluster uses 14, test_install 13

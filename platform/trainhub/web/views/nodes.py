@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from trainhub.jobs.selectors import tasks_on_node
 from trainhub.nodes.choices import NodeState
-from trainhub.nodes.install import install_command
+from trainhub.nodes.install import install_command, public_server_url
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, set_node_state
 from trainhub.tenancy.models import Team
@@ -70,7 +70,7 @@ def node_add(request: HttpRequest) -> HttpResponse:
         max_uses=1,
         expires_at=expires_at,
     )
-    install = InstallOffer(install_command(_server_url(request), issued.secret), expires_at)
+    install = InstallOffer(install_command(public_server_url(request), issued.secret), expires_at)
     return _node_list(request, since=now, install=install)
 
 
@@ -147,11 +147,6 @@ def _set_state(request: HttpRequest, node_id: int, state: NodeState) -> HttpResp
     node = get_object_or_404(Node, pk=node_id)
     set_node_state(node=node, state=state, actor=request.user)
     return redirect("web-node-detail", node_id=node.pk)
-
-
-def _server_url(request: HttpRequest) -> str:
-    """The URL nodes reach this server at, as the request arrived (no trailing slash)."""
-    return request.build_absolute_uri("/").rstrip("/")
 
 
 def _require_platform_admin(request: HttpRequest) -> None:
