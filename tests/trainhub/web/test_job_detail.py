@@ -89,10 +89,15 @@ def _page(client: Client, job: Job) -> str:
 def test_a_pending_job_shows_why_it_waits_and_its_queue_position(world: World) -> None:
     make_job(world.alice, name="earlier")  # pending too
     Job.objects.filter(pk=world.job.pk).update(pending_reason="team quota exhausted: cpu 2/2")
-    page = _page(_client(world.alice), world.job)
+    client = _client(world.alice)
+    page = _page(client, world.job)
     assert "team quota exhausted: cpu 2/2" in page
-    assert 'id="queue-position"' in page
-    assert "of 2 pending" in page
+    # The position comes with the queue fragment, which the page loads at once.
+    assert f'hx-get="/jobs/{world.job.pk}/queue/"' in page and "load, every 10s" in page
+    fragment = client.get(f"/jobs/{world.job.pk}/queue/", headers=HTMX).content.decode()
+    assert 'id="queue-position"' in fragment and "of 2 pending" in fragment
+    assert "team quota exhausted: cpu 2/2" in fragment
+    assert "load" not in fragment.split("hx-trigger=")[1].split(">")[0]
 
 
 def test_a_running_job_shows_its_tasks_spec_and_actions(world: World) -> None:
@@ -289,20 +294,21 @@ def test_query_counts_of_the_page_and_its_fragments(
 ) -> None:
     client = _client(world.alice)
     url = f"/jobs/{world.job.pk}/"
-    # session, user, navigation, job, 3 policies, tasks, events, checkpoint events, queue
-    _queries(django_assert_num_queries, client, url, 11)
-    job = _running(world.job, world.node)
+    # session, user, navigation, job, 3 policies, tasks, events, checkpoint events
+    _queries(django_assert_num_queries, client, url, 10)
+    # session, user, job, and the pending jobs to rank
+    _queries(django_assert_num_queries, client, f"{url}queue/", 4, headers=HTMX)
+    _running(world.job, world.node)
     for i in range(30):
-        job.events.create(time=timezone.now(), kind="scale", reason=f"n{i}", actor="x")
-    # no queue position for a running job
+        world.job.events.create(time=timezone.now(), kind="scale", reason=f"n{i}", actor="x")
     _queries(django_assert_num_queries, client, url, 10)
     _queries(django_assert_num_queries, client, f"{url}tasks/", 4, headers=HTMX)
     _queries(django_assert_num_queries, client, f"{url}queue/", 3, headers=HTMX)
-    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+    Job.objects.filter(pk=world.job.pk).update(state=JobState.SUCCEEDED)
     # finished: clone policy only, plus the coordinator's result
     _queries(django_assert_num_queries, client, url, 9)
 
 
 def test_query_count_for_a_platform_admin(world: World, django_assert_num_queries: Any) -> None:
     # A superuser's policies and navigation ask nothing of the database.
-    _queries(django_assert_num_queries, _client(world.root), f"/jobs/{world.job.pk}/", 7)
+    _queries(django_assert_num_queries, _client(world.root), f"/jobs/{world.job.pk}/", 6)

@@ -49,12 +49,22 @@ def job_tasks_of(job: Job) -> list[Task]:
     return list(job.tasks.select_related("node").order_by("role", "index"))
 
 
-def queue_context(job: Job) -> dict[str, Any]:
-    """Where a pending job stands in the queue (position 1 is tried first)."""
+def queue_context(job: Job, *, position: bool = True) -> dict[str, Any]:
+    """Where a pending job stands in the queue (position 1 is tried first).
+
+    Ranking reads every pending job, so the page leaves the position to its fragment
+    (`position=False`), which the page loads at once and then every few seconds."""
     if job.state != JobState.PENDING:
-        return {"job": job, "queue_position": None, "queue_length": None}
+        return {"job": job, "queue_position": None, "queue_length": None, "queue_lazy": False}
+    if not position:
+        return {"job": job, "queue_position": None, "queue_length": None, "queue_lazy": True}
     ranks = queue_positions()
-    return {"job": job, "queue_position": ranks.get(job.pk), "queue_length": len(ranks)}
+    return {
+        "job": job,
+        "queue_position": ranks.get(job.pk),
+        "queue_length": len(ranks),
+        "queue_lazy": False,
+    }
 
 
 def coordinator_result(job: Job) -> Any:
@@ -136,7 +146,7 @@ def page_context(request: HttpRequest, job: Job, **actions: Any) -> dict[str, An
     spec = job.job_spec
     return {
         **action_context(request, job, **actions),
-        **queue_context(job),
+        **queue_context(job, position=False),
         "section": "jobs",
         "spec": spec,
         "spec_yaml": yaml.safe_dump(job.spec, sort_keys=False, default_flow_style=False),
