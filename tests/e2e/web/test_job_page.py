@@ -80,6 +80,12 @@ def test_a_member_watches_a_running_job_and_cancels_it(
         expect(page.locator("#job-spec")).to_contain_text("entrypoint: ps_runtime.examples")
         page.get_by_role("tab", name="Overview").click()
 
+        # Scale within min..max: the outcome replaces the actions, no reload.
+        page.get_by_label("Workers").fill("2")
+        page.get_by_role("button", name="Scale").click()
+        expect(page.locator("#job-actions .notice")).to_contain_text("Target set to 2 workers")
+        expect(page.locator("#workers-target")).to_have_text("2")
+
         # Cancel, confirmed in the dialog; the state arrives over the feed.
         page.get_by_role("button", name="Cancel job…").click()
         dialog = page.get_by_role("dialog")

@@ -18,6 +18,8 @@ export function setupDialogs(root = document) {
   document.body.addEventListener("htmx:afterSwap", (event) => {
     if (event.detail?.target?.id !== "job-actions") return;
     const actions = document.getElementById("job-actions");
+    const target = document.getElementById("workers-target");
+    if (actions && target) target.textContent = actions.dataset.workersTarget ?? target.textContent;
     const outcome = actions?.querySelector(".notice, .form-errors, .field-error, [aria-invalid='true']");
     if (outcome) {
       if (!outcome.matches("input")) outcome.tabIndex = -1;
