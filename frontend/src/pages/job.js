@@ -1,120 +1,67 @@
-// The live job page: metric charts, task and job state, and logs, kept current over the
-// job's WebSocket feed. Data handling lives in lib/series.js; this file is the DOM side.
+// The live job page: tabs over the overview (charts, last values, tasks), logs, events,
+// checkpoints and configuration, kept current over the job's WebSocket feed. Data logic
+// lives in lib/series.js and job/logic.js; the parts of the page in job/*.js.
 
 import { Charts } from "../lib/charts.js";
+import { refreshRelativeTimes } from "../lib/format.js";
 import { getJSON } from "../lib/http.js";
-import {
-  LOG_LINE_CAP,
-  dropOverlap,
-  formatEvent,
-  formatLogLine,
-  groupByName,
-  logLineClass,
-  parseLogsResponse,
-  parseMetricsResponse,
-  stateClass,
-  stateReason,
-} from "../lib/series.js";
+import { groupByName, parseMetricsResponse, stateClass, stateReason } from "../lib/series.js";
 import { LiveSocket, showLiveStatus } from "../lib/socket.js";
 import "./base.js";
+import { jobEnded, setupDialogs } from "./job/actions.js";
+import { JOB_TERMINAL, LastValues, formatValue, isCheckpointLine, taskSource } from "./job/logic.js";
+import { LogFeed, LogPanel, LogView } from "./job/logs.js";
+import { setupTabs } from "./job/tabs.js";
+import { TaskTable } from "./job/tasks.js";
 
-// Several task messages in a row (a job being placed) cause one reload of the table.
-const TASKS_RELOAD_DELAY_MS = 300;
-// The logs API returns pages of at most this many lines after a given id.
-const LOG_PAGES_MAX = 20;
+// Checkpoint lines are few: the newest of them are enough.
+const CHECKPOINT_TAIL = 100;
 
-/** The #logs box: capped, and following the end unless the user scrolled up. */
-class LogView {
-  constructor(el) {
-    this.el = el;
+/** Charts that also tell `onPoints` what they were given (for the last-values table),
+ * whichever way the points come: a history fetch (`setSeries` or `merge`) or the feed. */
+class JobCharts extends Charts {
+  constructor(root, emptyNote, onPoints) {
+    super(root, emptyNote);
+    this.onPoints = onPoints;
   }
 
-  append(lines) {
-    if (!this.el || lines.length === 0) return;
-    const atBottom = this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 8;
-    const fragment = document.createDocumentFragment();
-    for (const l of lines.slice(-LOG_LINE_CAP)) {
-      const span = document.createElement("span");
-      span.className = logLineClass(l);
-      span.textContent = `${formatLogLine(l)}\n`;
-      fragment.append(span);
-    }
-    this.el.append(fragment);
-    let excess = this.el.childElementCount - LOG_LINE_CAP;
-    while (excess > 0 && this.el.firstElementChild) {
-      this.el.firstElementChild.remove();
-      excess -= 1;
-    }
-    if (atBottom) this.el.scrollTop = this.el.scrollHeight;
+  merge(name, points, ...rest) {
+    const out = super.merge(name, points, ...rest);
+    this.onPoints(name, points);
+    return out;
+  }
+
+  setSeries(name, points, ...rest) {
+    const out = super.setSeries?.(name, points, ...rest);
+    this.onPoints(name, points);
+    return out;
   }
 }
 
-/** The #tasks table: badges updated in place, rows reloaded from the page when new tasks appear. */
-class TaskTable {
+/** The "Last reported values" table, redrawn at most once a frame. */
+class LastValuesTable {
   constructor(table) {
-    this.table = table;
-    this.latest = new Map(); // task id -> latest task message from the feed
-    this.reloadTimer = null;
+    this.body = table?.tBodies[0] ?? null;
+    this.values = new LastValues();
+    this.pending = false;
   }
 
-  update(msg) {
-    this.latest.set(msg.task, msg);
-    const row = this.row(msg.task);
-    if (row) {
-      this.setBadge(row, msg.state);
-      return;
-    }
-    this.addRow(msg);
-    this.scheduleReload();
-  }
-
-  row(taskId) {
-    return this.table?.querySelector(`tr[data-task-id="${taskId}"]`) ?? null;
-  }
-
-  setBadge(row, state) {
-    const cell = row.querySelector(".task-state");
-    if (!cell) return;
-    const badge = document.createElement("span");
-    badge.className = stateClass(state);
-    badge.textContent = state;
-    cell.replaceChildren(badge);
-  }
-
-  // A stand-in row until the reload brings the node and resources.
-  addRow(msg) {
-    const body = this.table?.tBodies[0];
-    if (!body) return;
-    for (const r of [...body.rows]) if (!r.dataset.taskId) r.remove(); // "Not placed yet."
-    const row = body.insertRow();
-    row.dataset.taskId = String(msg.task);
-    const name = msg.index === null ? msg.role : `${msg.role}-${msg.index}`;
-    for (const text of [name || `task ${msg.task}`, "—", "", "—", "—", "—"]) {
-      row.insertCell().textContent = text;
-    }
-    row.cells[2].className = "task-state";
-    this.setBadge(row, msg.state);
-  }
-
-  scheduleReload() {
-    clearTimeout(this.reloadTimer);
-    this.reloadTimer = setTimeout(() => this.reload().catch(console.warn), TASKS_RELOAD_DELAY_MS);
-  }
-
-  async reload() {
-    const response = await fetch(location.href, { credentials: "same-origin" });
-    if (!response.ok) return;
-    const page = new DOMParser().parseFromString(await response.text(), "text/html");
-    const fresh = page.querySelector("#tasks tbody");
-    const body = this.table?.tBodies[0];
-    if (!fresh || !body) return;
-    body.replaceWith(document.importNode(fresh, true));
-    // The feed may be newer than the page we fetched.
-    for (const msg of this.latest.values()) {
-      const row = this.row(msg.task);
-      if (row) this.setBadge(row, msg.state);
-      else this.addRow(msg);
-    }
+  update(name, points) {
+    if (!this.values.update(name, points) || !this.body || this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.body.replaceChildren(
+        ...this.values.rows().map(([metric, { step, value }]) => {
+          const row = document.createElement("tr");
+          row.dataset.lastMetric = metric;
+          for (const text of [metric, String(step), formatValue(value)]) {
+            row.insertCell().textContent = text;
+          }
+          return row;
+        }),
+      );
+    });
   }
 }
 
@@ -124,20 +71,40 @@ class JobPage {
     this.metricsUrl = root.dataset.metricsUrl;
     this.logsUrl = root.dataset.logsUrl;
     this.wsPath = root.dataset.wsPath;
-    this.charts = new Charts(document.getElementById("charts"), document.getElementById("charts-empty"));
-    this.logs = new LogView(document.getElementById("logs"));
-    this.tasks = new TaskTable(document.getElementById("tasks"));
+    this.lastValues = new LastValuesTable(document.getElementById("last-values"));
+    this.charts = new JobCharts(
+      document.getElementById("charts"),
+      document.getElementById("charts-empty"),
+      (name, points) => this.lastValues.update(name, points),
+    );
+    this.logs = new LogPanel(this.logsUrl);
+    this.checkpoints = new LogFeed(new LogView(document.getElementById("checkpoint-lines")), this.logsUrl, {
+      filter: { q: "checkpoint" },
+      only: isCheckpointLine,
+      tail: CHECKPOINT_TAIL,
+    });
+    this.checkpointsLoaded = false;
+    this.tasks = new TaskTable(document.getElementById("tasks-panel"));
     this.stateEl = document.getElementById("job-state");
     this.reasonEl = document.getElementById("job-reason");
     this.liveEl = document.getElementById("live-status");
-    this.logBuffer = []; // live lines received before the history is shown
-    this.historyShown = false;
   }
 
   start() {
+    setupDialogs();
+    // The feed first, so that nothing reported while the history loads is lost.
     this.connect();
+    setupTabs(document.querySelector('#job [role="tablist"]'), (name) => this.tabShown(name));
     this.loadMetrics();
-    this.loadLogHistory();
+    this.logs.reload();
+  }
+
+  tabShown(name) {
+    if (name === "logs") this.logs.shown();
+    if (name === "checkpoints" && !this.checkpointsLoaded) {
+      this.checkpointsLoaded = true;
+      this.checkpoints.load();
+    }
   }
 
   async loadMetrics() {
@@ -150,34 +117,18 @@ class JobPage {
     }
   }
 
-  // The API pages forward from the oldest line; keep reading to reach the newest.
-  async loadLogHistory() {
-    let history = [];
-    try {
-      let after = 0;
-      for (let page = 0; page < LOG_PAGES_MAX; page += 1) {
-        const sep = this.logsUrl.includes("?") ? "&" : "?";
-        const lines = parseLogsResponse(await getJSON(`${this.logsUrl}${sep}after=${after}`));
-        if (lines.length === 0) break;
-        history = history.concat(lines).slice(-LOG_LINE_CAP);
-        const last = lines[lines.length - 1].id;
-        if (!Number.isInteger(last) || last <= after) break;
-        after = last;
-      }
-    } catch (err) {
-      console.warn("logs:", err);
-    }
-    this.logs.append(history.concat(dropOverlap(history, this.logBuffer)));
-    this.logBuffer = [];
-    this.historyShown = true;
-  }
-
   connect() {
     new LiveSocket(this.wsPath, {
       onMessage: (msg) => this.handle(msg),
       onStatus: (live) => showLiveStatus(this.liveEl, live),
-      // Points reported while we were away came neither over the feed nor in the first fetch.
-      onReconnect: () => this.loadMetrics(),
+      // What happened while we were away came neither over the feed nor in the first fetch.
+      onReconnect: () => {
+        this.loadMetrics();
+        this.logs.reload();
+        if (this.checkpointsLoaded) this.checkpoints.load();
+        this.tasks.refresh();
+        this.refreshQueue();
+      },
     }).connect();
   }
 
@@ -187,18 +138,15 @@ class JobPage {
         for (const [name, points] of groupByName(msg.points)) this.charts.merge(name, points);
         break;
       case "state":
-        if (this.stateEl) {
-          this.stateEl.className = stateClass(msg.state);
-          this.stateEl.textContent = msg.state;
-        }
-        if (this.reasonEl) this.reasonEl.textContent = stateReason(msg);
+        this.showState(msg);
         break;
       case "task":
         this.tasks.update(msg);
+        this.logs.addSource(taskSource(msg));
         break;
       case "logs":
-        if (this.historyShown) this.logs.append(msg.lines);
-        else this.logBuffer.push(...msg.lines);
+        this.logs.live(msg.lines);
+        if (this.checkpointsLoaded) this.checkpoints.live(msg.lines);
         break;
       case "event":
         this.appendEvent(msg);
@@ -206,17 +154,35 @@ class JobPage {
     }
   }
 
+  showState(msg) {
+    if (this.stateEl) {
+      this.stateEl.className = stateClass(msg.state);
+      this.stateEl.textContent = msg.state;
+    }
+    if (this.reasonEl) this.reasonEl.textContent = stateReason(msg);
+    this.refreshQueue();
+    if (JOB_TERMINAL.has(msg.state)) jobEnded();
+  }
+
+  refreshQueue() {
+    const box = document.getElementById("job-queue");
+    if (box && window.htmx) window.htmx.trigger(box, "refresh");
+  }
+
   appendEvent(msg) {
     const list = document.getElementById("events");
     if (!list) return;
-    const { time, text, actor } = formatEvent(msg);
     const item = document.createElement("li");
-    const timeEl = document.createElement("time");
-    timeEl.textContent = time;
+    const time = document.createElement("time");
+    time.dataset.relative = "";
+    time.setAttribute("datetime", msg.time);
+    time.textContent = msg.time.replace("T", " ").slice(0, 19);
+    const what = msg.toState ? `${msg.kind} → ${msg.toState}` : msg.kind;
     const who = document.createElement("small");
-    who.textContent = actor;
-    item.append(timeEl, text, who);
+    who.textContent = msg.actor ? `(${msg.actor})` : "";
+    item.append(time, ` ${what} — ${msg.reason} `, who);
     list.append(item);
+    refreshRelativeTimes(item);
   }
 }
 

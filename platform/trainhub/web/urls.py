@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from .views import account, dashboard, jobs, nodes, teams
+from .views import account, compare, dashboard, job_actions, job_detail, jobs, nodes, teams
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -11,8 +11,12 @@ urlpatterns = [
     path("", dashboard.dashboard, name="web-dashboard"),
     path("jobs/", jobs.job_list, name="web-job-list"),
     path("jobs/new/", jobs.job_new, name="web-job-new"),
-    path("jobs/compare/", jobs.job_compare, name="web-job-compare"),
-    path("jobs/<int:job_id>/", jobs.job_detail, name="web-job-detail"),
+    path("jobs/compare/", compare.job_compare, name="web-job-compare"),
+    path("jobs/<int:job_id>/", job_detail.job_detail, name="web-job-detail"),
+    path("jobs/<int:job_id>/tasks/", job_detail.job_tasks, name="web-job-tasks"),
+    path("jobs/<int:job_id>/queue/", job_detail.job_queue, name="web-job-queue"),
+    path("jobs/<int:job_id>/cancel/", job_actions.job_cancel, name="web-job-cancel"),
+    path("jobs/<int:job_id>/scale/", job_actions.job_scale, name="web-job-scale"),
     path("nodes/", nodes.node_list, name="web-node-list"),
     path("nodes/add/", nodes.node_add, name="web-node-add"),
     path("nodes/<int:node_id>/", nodes.node_detail, name="web-node-detail"),

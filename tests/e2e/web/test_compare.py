@@ -1,0 +1,44 @@
+"""Two finished jobs compared in a real browser: one chart per metric with a line per job,
+and the spec fields where they differ."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from ..browser import assert_accessible
+from ..cluster import LiveCluster
+from ..test_services_mode import movielens_spec
+from .conftest import SignedIn
+
+pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
+
+
+def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -> None:
+    # One after the other on the 2-CPU node; each takes a few seconds.
+    jobs = [
+        live_cluster.submit(**movielens_spec(name, {"epochs": 1, "dim": dim}))
+        for name, dim in (("cmp-small", 8), ("cmp-large", 16))
+    ]
+    for job in jobs:
+        done = live_cluster.wait_state(job["id"], {"succeeded", "failed", "cancelled"}, 240)
+        assert done["state"] == "succeeded", live_cluster.logs(job["id"])
+    ids = ",".join(str(job["id"]) for job in jobs)
+    labels = [f"{job['name']} #{job['id']}" for job in jobs]
+    with as_person("alice") as page:
+        page.goto(f"{live_cluster.url}/jobs/compare/?ids={ids}")
+        chart = page.locator('[data-metric="test_rmse"]')
+        expect(chart).to_have_count(1, timeout=15_000)
+        for label in labels:
+            expect(chart.locator(".u-legend")).to_contain_text(label)
+        expect(page.locator('[data-metric="train_loss"]')).to_have_count(1)
+        diff = page.locator("#spec-diff")
+        expect(diff.locator('tr[data-path="args.dim"]')).to_contain_text("8")
+        expect(diff.locator('tr[data-path="args.dim"]')).to_contain_text("16")
+        expect(diff.locator('tr[data-path="args.epochs"]')).to_have_count(0)
+        assert_accessible(page)
+
+        # Too few jobs: a message, not an error page.
+        page.goto(f"{live_cluster.url}/jobs/compare/?ids={jobs[0]['id']}")
+        expect(page.locator("#compare-error")).to_contain_text("Compare 2 to 6 jobs")
+        assert_accessible(page)

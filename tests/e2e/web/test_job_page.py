@@ -1,0 +1,143 @@
+"""The job page in a real browser (services mode): a member watches a running job's chart
+gain points without a reload, reads its logs, and cancels it through the confirmation
+dialog; a pending job says why it waits and where it stands; another team gets 404."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from ..browser import assert_accessible, save_screenshot, sign_in
+from ..cluster import LiveCluster
+from ..test_services_mode import SMALL, movielens_spec
+from .conftest import Person, SignedIn
+
+pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+@pytest.fixture
+def started(live_cluster: LiveCluster) -> Iterator[list[dict[str, Any]]]:
+    """Jobs a test submits; cancelled and waited for afterwards (the cluster is shared)."""
+    jobs: list[dict[str, Any]] = []
+    yield jobs
+    for job in jobs:
+        live_cluster.api.post(f"/jobs/{job['id']}/cancel/")
+    for job in jobs:
+        live_cluster.wait_state(job["id"], TERMINAL, timeout=120)
+
+
+def _points(page: Page, metric: str) -> int:
+    return int(page.locator(f'[data-metric="{metric}"]').get_attribute("data-points") or 0)
+
+
+def test_a_member_watches_a_running_job_and_cancels_it(
+    live_cluster: LiveCluster, as_person: SignedIn, started: list[dict[str, Any]]
+) -> None:
+    spec = movielens_spec("web-job-page", {"epochs": 10000, "report_every": 5})
+    spec["workers"] = {"min": 1, "max": 2, "resources": SMALL}
+    job = live_cluster.submit(**spec)
+    started.append(job)
+    live_cluster.wait_state(job["id"], {"running"}, timeout=120)
+    url = f"{live_cluster.url}/jobs/{job['id']}/"
+    with as_person("alice") as page:
+        page.goto(url)
+        page.evaluate("window.__notReloaded = true")
+        expect(page.locator("#live-status")).to_have_text("live", timeout=15_000)
+        page.wait_for_selector('[data-metric="train_loss"]', timeout=30_000)
+        before = _points(page, "train_loss")
+        page.wait_for_function(
+            "n => Number(document.querySelector('[data-metric=\"train_loss\"]')"
+            ".dataset.points) > n + 2",
+            arg=before,
+            timeout=30_000,
+        )
+        expect(page.locator("#job-state")).to_have_text("running")
+        expect(page.locator("#tasks tbody tr[data-task-id]")).to_have_count(3)
+        expect(page.locator('#last-values tr[data-last-metric="train_loss"]')).to_have_count(1)
+        save_screenshot(page, "job")
+        assert_accessible(page)
+
+        # Logs open at the tail and filter by task; the tabs work from the keyboard.
+        page.get_by_role("tab", name="Overview").focus()
+        page.keyboard.press("ArrowRight")
+        expect(page.get_by_role("tab", name="Logs")).to_have_attribute("aria-selected", "true")
+        expect(page.locator("#panel-logs")).to_be_visible()
+        expect(page.locator("#panel-overview")).to_be_hidden()
+        expect(page.locator("#logs span").first).to_be_visible(timeout=15_000)
+        page.get_by_label("Task", exact=True).select_option("coordinator-0")
+        expect(page.locator("#logs span").first).to_contain_text("[coordinator-0]")
+        shown = page.locator("#logs span").all_inner_texts()
+        assert shown and all(text.startswith("[coordinator-0]") for text in shown), shown[:5]
+        assert_accessible(page)
+        for tab in ("Events", "Checkpoints", "Configuration"):
+            page.get_by_role("tab", name=tab).click()
+            assert_accessible(page)
+        expect(page.locator("#job-spec")).to_contain_text("entrypoint: ps_runtime.examples")
+        page.get_by_role("tab", name="Overview").click()
+
+        # Scale within min..max: the outcome replaces the actions, no reload.
+        page.get_by_label("Workers").fill("2")
+        page.get_by_role("button", name="Scale").click()
+        expect(page.locator("#job-actions .notice")).to_contain_text("Target set to 2 workers")
+        expect(page.locator("#workers-target")).to_have_text("2")
+
+        # Cancel, confirmed in the dialog; the state arrives over the feed.
+        page.get_by_role("button", name="Cancel job…").click()
+        dialog = page.get_by_role("dialog")
+        expect(dialog).to_be_visible()
+        assert_accessible(page)
+        dialog.get_by_role("button", name="Cancel job", exact=True).click()
+        expect(page.locator("#job-state")).to_have_text("cancelled", timeout=15_000)
+        expect(page.locator("#job-actions .notice")).to_contain_text("Cancelled")
+        expect(page.get_by_role("button", name="Cancel job…")).to_have_count(0)
+        assert page.evaluate("window.__notReloaded") is True
+    assert live_cluster.job(job["id"])["state"] == "cancelled"
+
+
+def test_a_pending_job_shows_why_it_waits_and_its_place(
+    live_cluster: LiveCluster, as_person: SignedIn, started: list[dict[str, Any]]
+) -> None:
+    # More CPU than the one 2-CPU node has: it waits, and says why.
+    spec = movielens_spec("web-too-big", {"epochs": 1})
+    spec["workers"] = {"min": 4, "max": 4, "resources": {"cpu": 1, "memory_mb": 512}}
+    job = live_cluster.submit(**spec)
+    started.append(job)
+    with as_person("alice") as page:
+        page.goto(f"{live_cluster.url}/jobs/{job['id']}/")
+        expect(page.locator("#job-state")).to_have_text("pending")
+        queue = page.locator("#job-queue")
+        expect(queue).to_contain_text("Waiting:")
+        expect(queue.locator("#queue-position")).to_have_text("1", timeout=15_000)
+        # The scheduler's reason replaces "waiting for the scheduler" without a reload.
+        expect(queue).not_to_contain_text("waiting for the scheduler", timeout=30_000)
+        assert_accessible(page)
+
+
+def test_another_teams_member_gets_404(
+    live_cluster: LiveCluster,
+    browser: Browser,
+    people: dict[str, Person],
+    started: list[dict[str, Any]],
+) -> None:
+    job = live_cluster.submit(**movielens_spec("web-not-yours", {"epochs": 1}))
+    started.append(job)
+    # Not `as_person`: Chromium logs every 404 answer as a console error, and a 404 is the
+    # point here; uncaught JavaScript exceptions still fail the test.
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        exceptions: list[str] = []
+        page.on("pageerror", lambda exc: exceptions.append(str(exc)))
+        carol = people["carol"]
+        sign_in(page, live_cluster.url, carol.username, carol.password)
+        response = page.goto(f"{live_cluster.url}/jobs/{job['id']}/")
+        assert response is not None and response.status == 404
+        assert "web-not-yours" not in page.content()
+        assert exceptions == []
+    finally:
+        context.close()
