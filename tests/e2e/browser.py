@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Response
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
@@ -47,20 +47,44 @@ def sign_in(page: Page, url: str, username: str, password: str, next_path: str =
     page.wait_for_url(f"{url}{next_path}")
 
 
+_ASSETS = frozenset({"script", "stylesheet", "image", "font", "manifest"})
+
+
 class PageErrors:
-    """JavaScript errors a page raised (uncaught exceptions and console errors)."""
+    """JavaScript errors a page raised (uncaught exceptions and console errors) and
+    resources it failed to load.
+
+    A page that answers 404 on purpose (another team's job) is not an error, but a script,
+    style sheet or image the page is built from that fails to load is: the browser's own
+    console line for a failed load is replaced by a check of those responses.
+    """
 
     def __init__(self, page: Page) -> None:
         self.errors: list[str] = []
         page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        page.on("console", self._console)
+        page.on("response", self._response)
         page.on(
-            "console",
-            lambda msg: (
-                self.errors.append(f"console.{msg.type}: {msg.text}")
-                if msg.type == "error"
+            "requestfailed",
+            lambda request: (
+                self.errors.append(
+                    f"request failed: {request.method} {request.url} ({request.failure})"
+                )
+                if request.resource_type != "document"
+                and "ERR_ABORTED" not in (request.failure or "")
                 else None
             ),
         )
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error" and not message.text.startswith("Failed to load resource"):
+            self.errors.append(f"console.error: {message.text}")
+
+    def _response(self, response: Response) -> None:
+        # Fetches may answer 4xx on purpose (a refused form shows its errors); the assets a
+        # page is built from may not.
+        if response.status >= 400 and response.request.resource_type in _ASSETS:
+            self.errors.append(f"HTTP {response.status}: {response.request.method} {response.url}")
 
     def assert_none(self) -> None:
         assert not self.errors, "JavaScript errors:\n" + "\n".join(self.errors)
