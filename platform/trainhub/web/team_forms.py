@@ -34,6 +34,11 @@ def _amount_field(resource: str, *, label: str, required: bool) -> forms.Field:
     return forms.IntegerField(label=label, min_value=0, max_value=top, required=required)
 
 
+def _plain(value: float | None) -> float | None:
+    """4.0 shown as 4 in an input."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 class MemberForm(forms.Form):
     """Add a member to a team, or change an existing member's role (as the API's POST)."""
 
@@ -82,13 +87,13 @@ class QuotaForm(forms.Form):
 
     @staticmethod
     def initial_for(quota: Quota, caps: list[PriorityCap]) -> dict[str, Any]:
-        initial: dict[str, Any] = {name: getattr(quota, name) for name in RESOURCE_NAMES}
+        initial: dict[str, Any] = {name: _plain(getattr(quota, name)) for name in RESOURCE_NAMES}
         for prefix, _, _ in QuotaForm.LIMIT_GROUPS:
             for name in RESOURCE_NAMES:
-                initial[f"{prefix}_{name}"] = getattr(quota, f"{prefix}_{name}")
+                initial[f"{prefix}_{name}"] = _plain(getattr(quota, f"{prefix}_{name}"))
         for cap in caps:
             for name in RESOURCE_NAMES:
-                initial[f"cap_{cap.priority}_{name}"] = getattr(cap, name)
+                initial[f"cap_{cap.priority}_{name}"] = _plain(getattr(cap, name))
         return initial
 
     def groups(self) -> list[dict[str, Any]]:

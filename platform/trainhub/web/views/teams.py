@@ -46,12 +46,13 @@ TEAMS_PER_PAGE = 50
 MEMBERS_PER_PAGE = 50
 RECENT_JOBS = 10
 MANAGE_REFUSED = "Only team admins change the team's members."
+SHORT_LABELS = {"cpu": "CPU cores", "memory_mb": "Memory", "gpu": "GPUs"}
 
 
 def _amount(resource: str, value: float | None) -> str:
     if value is None:
         return "unlimited"
-    if resource == "memory_mb":
+    if resource == "memory_mb" and value:
         return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:g} MiB"
     return f"{round(value, 2):g}"
 
@@ -85,7 +86,7 @@ def usage_rows(quota: Quota, usage: QuotaUsage, *, all_resources: bool) -> list[
         scale = max(nominal, used, within + lent) or 1
         rows.append(
             UsageRow(
-                label=RESOURCE_LABELS[name].replace(" (MiB)", ""),
+                label=SHORT_LABELS[name],
                 nominal=_amount(name, nominal),
                 used=_amount(name, used),
                 borrowed=_amount(name, borrowed),
@@ -178,7 +179,8 @@ def _detail_context(request: HttpRequest, team: Team, **extra: Any) -> dict[str,
         "roles": Role.choices,
         "member_form": MemberForm(),
         "usage": usage_rows(_quota_of(team), usage, all_resources=True),
-        "resource_labels": [RESOURCE_LABELS[n] for n in RESOURCE_NAMES],
+        "resource_labels": [SHORT_LABELS[n] for n in RESOURCE_NAMES],
+        "form_labels": [RESOURCE_LABELS[n] for n in RESOURCE_NAMES],
         "priorities": priorities,
         "jobs": Job.objects.visible_to(user)
         .filter(team=team)
