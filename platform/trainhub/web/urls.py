@@ -25,5 +25,19 @@ urlpatterns = [
     path("nodes/<int:node_id>/uncordon/", nodes.node_uncordon, name="web-node-uncordon"),
     path("teams/", teams.team_list, name="web-team-list"),
     path("teams/<slug:slug>/", teams.team_detail, name="web-team-detail"),
+    path("teams/<slug:slug>/members/", teams.member_add, name="web-team-member-add"),
+    path(
+        "teams/<slug:slug>/members/<str:username>/role/",
+        teams.member_role,
+        name="web-team-member-role",
+    ),
+    path(
+        "teams/<slug:slug>/members/<str:username>/remove/",
+        teams.member_remove,
+        name="web-team-member-remove",
+    ),
+    path("teams/<slug:slug>/quota/", teams.team_quota, name="web-team-quota"),
     path("account/", account.account, name="web-account"),
+    path("account/tokens/", account.token_create, name="web-account-token-create"),
+    path("account/tokens/<str:key>/revoke/", account.token_revoke, name="web-account-token-revoke"),
 ]

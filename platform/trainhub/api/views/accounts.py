@@ -12,12 +12,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
+from trainhub.tenancy.tokens import issue_token, revoke_token
+
 from ..serializers.accounts import (
     ApiTokenRequestSerializer,
     ApiTokenSerializer,
     IssuedApiTokenSerializer,
 )
-from ..services import issue_token, revoke_token
 from .jobs import _user
 
 

@@ -1,12 +1,17 @@
-"""Personal API tokens (knox: several per user, stored hashed, optional expiry)."""
+"""Personal API tokens (knox: several per user, stored hashed, optional expiry).
+
+The API (`/api/v1/tokens/`) and the account page both issue and revoke tokens here.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from knox.models import AuthToken
 
@@ -16,6 +21,11 @@ class IssuedToken:
     key: str  # the public prefix that names the token
     secret: str  # shown once
     expiry: datetime | None
+
+
+def tokens_of(user: Any) -> QuerySet[AuthToken]:
+    """The user's tokens, newest first."""
+    return AuthToken.objects.filter(user=user).order_by("-created")
 
 
 @transaction.atomic
