@@ -14,6 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+# The largest quota amounts anyone may set (the API and the web forms refuse more).
+MAX_CPU = 1_000_000.0
+MAX_MEMORY_MB = 1 << 40
+MAX_GPU = 100_000
 EPSILON = 1e-9
 RESOURCE_NAMES = ("cpu", "memory_mb", "gpu")
 

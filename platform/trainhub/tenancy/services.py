@@ -94,8 +94,14 @@ def rename_team(*, team: Team, name: str, actor: Actor = None) -> Team:
 def add_member(
     *, team: Team, user: User, role: Role = Role.MEMBER, actor: Actor = None
 ) -> Membership:
-    """Add the user to the team with `role`, or change the role of an existing member."""
+    """Add the user to the team with `role`, or change the role of an existing member.
+
+    Raises:
+        TenancyError: the change would leave the team without an admin.
+    """
     existing = Membership.objects.select_for_update().filter(team=team, user=user).first()
+    if existing is not None and existing.role == Role.ADMIN and role != Role.ADMIN:
+        _keep_an_admin(existing)
     before = {"user": user.username, "role": existing.role} if existing else None
     membership, _ = Membership.objects.update_or_create(
         team=team, user=user, defaults={"role": role}
@@ -110,17 +116,20 @@ def add_member(
     return membership
 
 
+def _keep_an_admin(admin: Membership) -> None:
+    """Refuse to take away the team's last admin (removed or given another role)."""
+    others = Membership.objects.select_for_update().filter(team_id=admin.team_id, role=Role.ADMIN)
+    if not others.exclude(pk=admin.pk).exists():
+        raise TenancyError("This is the team's last admin; make someone else admin first.")
+
+
 @transaction.atomic
 def remove_member(*, membership: Membership, actor: Actor = None) -> None:
     locked = Membership.objects.select_for_update().filter(pk=membership.pk).first()
     if locked is None:
         return  # already gone: repeating a removal is a no-op
-    if locked.role == Role.ADMIN and not (
-        Membership.objects.filter(team_id=locked.team_id, role=Role.ADMIN)
-        .exclude(pk=locked.pk)
-        .exists()
-    ):
-        raise TenancyError("This is the team's last admin; make someone else admin first.")
+    if locked.role == Role.ADMIN:
+        _keep_an_admin(locked)
     record_change(
         actor=actor,
         action="member.remove",

@@ -16,13 +16,16 @@ from django.utils import timezone
 
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import PriorityCap, Quota
-from trainhub.tenancy.resources import RESOURCE_NAMES, LimitResources, Resources
+from trainhub.tenancy.resources import (
+    MAX_CPU,
+    MAX_GPU,
+    MAX_MEMORY_MB,
+    RESOURCE_NAMES,
+    LimitResources,
+    Resources,
+)
 from trainhub.tenancy.services import QuotaValues
 
-# The bounds of `api/serializers/tenancy.py` (MAX_CPU, MAX_MEMORY_MB, MAX_GPU).
-MAX_CPU = 1_000_000.0
-MAX_MEMORY_MB = 1 << 40
-MAX_GPU = 100_000
 RESOURCE_LABELS = {"cpu": "CPU cores", "memory_mb": "Memory (MiB)", "gpu": "GPUs"}
 TOKEN_MAX_DAYS = 3650
 

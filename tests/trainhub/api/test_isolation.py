@@ -107,6 +107,10 @@ def test_only_team_admins_change_members_and_only_platform_admins_quotas_and_nod
     assert bob.get("/api/v1/users/").status_code == 403
     # The last admin cannot leave the team without a successor.
     assert bob.delete("/api/v1/teams/team-b/members/bob/").status_code == 409
+    # ... nor step down to member: the team would have no admin left.
+    demote = bob.patch("/api/v1/teams/team-b/members/bob/", {"role": "member"}, format="json")
+    assert demote.status_code == 409, demote.content
+    assert {"username": "bob", "role": "admin"} in bob.get("/api/v1/teams/team-b/members/").json()
 
 
 def test_a_revoked_token_stops_working_at_once(world: dict[str, Any]) -> None:

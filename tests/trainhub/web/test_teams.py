@@ -211,6 +211,15 @@ def test_the_last_admin_cannot_be_removed(world: World) -> None:
     assert _roles(world.recsys)["bob"] == Role.ADMIN
 
 
+def test_the_last_admin_cannot_step_down(world: World) -> None:
+    response = _client(world.bob).post(
+        "/teams/recsys/members/bob/role/", {"role": Role.MEMBER}, headers=HTMX
+    )
+    assert response.status_code == 409
+    assert "last admin; make someone else admin first" in response.content.decode()
+    assert _roles(world.recsys)["bob"] == Role.ADMIN
+
+
 def test_an_admin_who_removes_themselves_goes_back_to_the_team_list(world: World) -> None:
     add_member(team=world.recsys, user=world.alice, role=Role.ADMIN)
     client = _client(world.bob)

@@ -11,11 +11,13 @@ from rest_framework import serializers
 
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, Team
-from trainhub.tenancy.resources import LimitResources, Resources
-
-MAX_CPU = 1_000_000.0
-MAX_MEMORY_MB = 1 << 40
-MAX_GPU = 100_000
+from trainhub.tenancy.resources import (
+    MAX_CPU,
+    MAX_GPU,
+    MAX_MEMORY_MB,
+    LimitResources,
+    Resources,
+)
 
 
 class TeamSerializer(serializers.ModelSerializer):

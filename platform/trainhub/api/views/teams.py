@@ -128,12 +128,15 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return Response(status=status.HTTP_204_NO_CONTENT)
         params = RoleSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        membership = add_member(
-            team=team,
-            user=membership.user,
-            role=Role(params.validated_data["role"]),
-            actor=request.user,
-        )
+        try:
+            membership = add_member(
+                team=team,
+                user=membership.user,
+                role=Role(params.validated_data["role"]),
+                actor=request.user,
+            )
+        except TenancyError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(MembershipSerializer(membership).data)
 
     @extend_schema(methods=["GET"], responses={200: QuotaSerializer})

@@ -257,7 +257,10 @@ def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
         error = " ".join(str(e) for e in form.errors["role"])
         return _members_answer(request, team, status=400, row_error=(username, error))
     role = Role(form.cleaned_data["role"])
-    add_member(team=team, user=membership.user, role=role, actor=request.user)
+    try:
+        add_member(team=team, user=membership.user, role=role, actor=request.user)
+    except TenancyError as exc:
+        return _members_answer(request, team, status=409, row_error=(username, str(exc)))
     return _members_answer(request, team, f"{username} is now {role.label.lower()}.")
 
 
