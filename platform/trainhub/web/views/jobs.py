@@ -10,12 +10,6 @@ from trainhub.jobs.models import Job
 
 
 @login_required
-def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.visible_to(request.user).select_related("team")[:200]
-    return render(request, "web/job_list.html", {"jobs": jobs})
-
-
-@login_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = get_object_or_404(
         Job.objects.visible_to(request.user).select_related("team", "submitted_by"), pk=job_id
@@ -24,11 +18,6 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(
         request, "web/job_detail.html", {"job": job, "tasks": tasks, "events": job.events.all()}
     )
-
-
-@login_required
-def job_new(request: HttpRequest) -> HttpResponse:
-    return render(request, "web/placeholder.html", {"section": "submit", "title": "Submit a job"})
 
 
 @login_required
