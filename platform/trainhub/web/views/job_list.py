@@ -37,7 +37,11 @@ class Row:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = Job.objects.visible_to(request.user).select_related("team", "submitted_by")
+    jobs = (
+        Job.objects.visible_to(request.user)
+        .select_related("team", "submitted_by")
+        .defer("spec", "runtime_token")
+    )
     filters = JobFilter(request.GET, queryset=jobs.order_by("-id"))
     # An invalid filter (an unknown state) lists nothing, as the API refuses it.
     matching = filters.qs if filters.is_valid() else jobs.none()
