@@ -3,14 +3,26 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from .views import account, compare, dashboard, job_actions, job_detail, jobs, nodes, teams
+from .views import (
+    account,
+    compare,
+    dashboard,
+    job_actions,
+    job_detail,
+    job_list,
+    nodes,
+    submit,
+    teams,
+)
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", dashboard.dashboard, name="web-dashboard"),
-    path("jobs/", jobs.job_list, name="web-job-list"),
-    path("jobs/new/", jobs.job_new, name="web-job-new"),
+    path("jobs/", job_list.job_list, name="web-job-list"),
+    path("jobs/new/", submit.job_new, name="web-job-new"),
+    path("jobs/new/preview/", submit.job_new_preview, name="web-job-new-preview"),
+    path("jobs/new/convert/", submit.job_new_convert, name="web-job-new-convert"),
     path("jobs/compare/", compare.job_compare, name="web-job-compare"),
     path("jobs/<int:job_id>/", job_detail.job_detail, name="web-job-detail"),
     path("jobs/<int:job_id>/tasks/", job_detail.job_tasks, name="web-job-tasks"),

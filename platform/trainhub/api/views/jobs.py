@@ -33,6 +33,7 @@ from trainhub.jobs.services import (
     submit_job,
 )
 from trainhub.jobs.spec import JobSpecSerializer, parse_job_spec
+from trainhub.scheduling.preview import Preview, preview_submission
 from trainhub.telemetry.selectors import log_lines, metric_series
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_submit, can_view_team
@@ -45,6 +46,18 @@ from ..serializers.jobs import (
 )
 
 ErrorResponse = inline_serializer("Error", {"detail": serializers.CharField()})
+
+
+class SubmitPreview(serializers.Serializer[Preview]):
+    """What `POST jobs/?dry_run=true` answers (`scheduling.preview.Preview`)."""
+
+    fits_now = serializers.BooleanField(help_text="The next scheduling cycle would start it.")
+    position = serializers.IntegerField(help_text="Where it would stand in the queue (1 = first).")
+    reason = serializers.CharField(help_text="Why it would wait; empty when it fits now.")
+    estimated_start = serializers.DateTimeField(
+        allow_null=True, help_text="When it would start; null when that is unknown."
+    )
+
 
 MetricsResponse = inline_serializer(
     "MetricSeries",
@@ -85,7 +98,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         request=JobSpecSerializer,
+        parameters=[
+            OpenApiParameter(
+                "dry_run",
+                bool,
+                description="Validate and preview only: answers whether the job would start "
+                "now (200, SubmitPreview) and creates nothing.",
+            )
+        ],
         responses={
+            200: OpenApiResponse(SubmitPreview, description="With dry_run=true."),
             201: JobSerializer,
             403: ErrorResponse,
             409: OpenApiResponse(ErrorResponse, description="A priority cap has no room now."),
@@ -95,6 +117,12 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         _refuse_viewers(request)
         user = _user(request)
         spec = parse_job_spec(request.data, user=user)
+        if _dry_run(request):
+            try:
+                preview = preview_submission(spec, now=timezone.now())
+            except PriorityCapExceeded as exc:
+                return _cap_response(exc)
+            return Response(SubmitPreview(preview).data)
         try:
             job = submit_job(user=user, spec=spec, now=timezone.now())
         except PriorityCapExceeded as exc:
@@ -195,6 +223,14 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         if not (after.isascii() and after.isdigit()):
             raise serializers.ValidationError({"after": ["Expected a non-negative integer."]})
         return Response({"lines": log_lines(job, after_id=int(after))})
+
+
+def _dry_run(request: Request) -> bool:
+    value = request.query_params.get("dry_run", "false")
+    try:
+        return bool(serializers.BooleanField().to_internal_value(value))
+    except serializers.ValidationError:
+        raise serializers.ValidationError({"dry_run": ["Expected true or false."]}) from None
 
 
 def _refuse_viewers(request: Request) -> None:

@@ -19,7 +19,7 @@ from .reports import (
     release_lost_nodes,
     settle_unstarted_tasks,
 )
-from .submission import cancel_job, clone_job, scale_job, submit_job
+from .submission import cancel_job, check_submission, clone_job, scale_job, submit_job
 from .transitions import JobStateError, PriorityCapExceeded, ScaleError, transition_job
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "ScaleError",
     "advance_preemption",
     "cancel_job",
+    "check_submission",
     "clone_job",
     "place_job",
     "preempt_job",

@@ -61,6 +61,16 @@ def _check_priority_cap(
         )
 
 
+def check_submission(*, spec: JobSpec) -> None:
+    """Refuse as `submit_job` would, creating nothing (a dry run: `POST jobs/?dry_run=true`).
+
+    Raises:
+        PriorityCapExceeded: the team's cap for the job's priority has no room for it.
+    """
+    team = Team.objects.get(slug=spec.team)
+    _check_priority_cap(team, spec.priority, job_request(spec))
+
+
 @transaction.atomic
 def submit_job(*, user: User, spec: JobSpec, now: datetime, reason: str = "submitted") -> Job:
     """Create a pending job from a validated spec (see `parse_job_spec`).

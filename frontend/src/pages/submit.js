@@ -1,0 +1,91 @@
+// The submit page: two tabs over one spec (a form and the YAML the CLI takes). Switching
+// tabs asks the server to turn one into the other (`/jobs/new/convert/`), so both always
+// show the same spec; the server validates either on submit. Tabs follow the WAI-ARIA tabs
+// pattern: arrow keys, Home and End move between them.
+
+import "./base.js";
+
+const form = document.getElementById("job-form");
+
+if (form) {
+  const tabs = [...form.querySelectorAll('[role="tab"]')];
+  const activeTab = document.getElementById("active-tab");
+  const status = document.getElementById("tab-status");
+  const yaml = form.elements.namedItem("spec");
+
+  const nameOf = (tab) => tab.id.replace("tab-", "");
+
+  function show(name) {
+    for (const tab of tabs) {
+      const selected = nameOf(tab) === name;
+      tab.setAttribute("aria-selected", String(selected));
+      tab.tabIndex = selected ? 0 : -1;
+      document.getElementById(tab.getAttribute("aria-controls")).hidden = !selected;
+    }
+    activeTab.value = name;
+  }
+
+  async function convert(to) {
+    const body = new FormData(form);
+    body.set("to", to);
+    const response = await fetch(form.dataset.convertUrl, {
+      method: "POST",
+      body,
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    return response.json();
+  }
+
+  function fill(fields) {
+    for (const [path, value] of Object.entries(fields)) {
+      const input = form.elements.namedItem(path);
+      if (input) input.value = value;
+    }
+  }
+
+  async function select(tab, { focus = false } = {}) {
+    const name = nameOf(tab);
+    if (focus) tab.focus();
+    if (name === activeTab.value) return;
+    status.textContent = "";
+    let answer;
+    try {
+      answer = await convert(name);
+    } catch {
+      status.textContent = "Could not reach the server to switch editors; try again.";
+      return;
+    }
+    if (answer.error) {
+      const where = answer.error.path ? `${answer.error.path}: ` : "";
+      status.textContent = `Fix this first: ${where}${answer.error.message}`;
+      return;
+    }
+    if (name === "yaml") yaml.value = answer.yaml;
+    else fill(answer.fields);
+    show(name);
+  }
+
+  for (const tab of tabs) {
+    tab.addEventListener("click", (event) => {
+      event.preventDefault();
+      select(tab);
+    });
+    tab.addEventListener("keydown", (event) => {
+      const i = tabs.indexOf(tab);
+      const next = {
+        ArrowRight: tabs[(i + 1) % tabs.length],
+        ArrowLeft: tabs[(i - 1 + tabs.length) % tabs.length],
+        Home: tabs[0],
+        End: tabs[tabs.length - 1],
+      }[event.key];
+      if (next) {
+        event.preventDefault();
+        select(next, { focus: true });
+      } else if (event.key === " ") {
+        event.preventDefault();
+        select(tab);
+      }
+    });
+  }
+}

@@ -1,0 +1,276 @@
+"""The submit page's two editors over one job spec: a form (one input per spec field,
+named by its path, e.g. `workers.min`) and the YAML document the CLI takes.
+
+Neither validates the spec: each turns what was typed into the spec document, and
+`trainhub.jobs.spec.parse_job_spec` (the API's validation) judges it; its errors, which
+name a field path, are put back beside that field (`add_spec_errors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from django import forms
+from rest_framework.exceptions import ErrorDetail
+
+from trainhub.jobs.choices import Priority
+from trainhub.jobs.jobspec import JobSpec
+
+# The built-in examples offered for the entrypoint (each a `module:function` that trains).
+EXAMPLE_ENTRYPOINTS = (
+    "ps_runtime.examples.movielens:train",
+    "ps_runtime.examples.ctr:train",
+)
+DEFAULT_ARGS: dict[str, Any] = {"epochs": 5}
+
+
+class SpecDocumentError(ValueError):
+    """What was typed is not a spec document at all (bad YAML, args not a mapping)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SpecField:
+    path: str  # the field's path in the spec document, also the input's name
+    label: str
+    kind: str  # "text" | "int" | "float" | "team" | "priority" | "args"
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    legend: str
+    fields: tuple[SpecField, ...]
+
+
+SECTIONS = (
+    Section(
+        "Job",
+        (
+            SpecField("name", "Name", "text", "Letters, digits, '.', '_' or '-'."),
+            SpecField("team", "Team", "team"),
+            SpecField("priority", "Priority", "priority"),
+            SpecField("entrypoint", "Entrypoint", "text", "module:function the coordinator runs."),
+            SpecField("args", "Arguments (JSON or YAML)", "args", "Passed to the entrypoint."),
+        ),
+    ),
+    Section(
+        "Parameter servers",
+        (
+            SpecField("parameter_servers.replicas", "PS replicas", "int"),
+            SpecField("parameter_servers.resources.cpu", "CPU per PS", "float"),
+            SpecField("parameter_servers.resources.memory_mb", "Memory per PS (MiB)", "int"),
+        ),
+    ),
+    Section(
+        "Workers",
+        (
+            SpecField("workers.min", "Workers (min)", "int", "Start with this many."),
+            SpecField("workers.max", "Workers (max)", "int", "Grow up to this many."),
+            SpecField("workers.resources.cpu", "CPU per worker", "float"),
+            SpecField("workers.resources.memory_mb", "Memory per worker (MiB)", "int"),
+            SpecField("workers.resources.gpu", "GPUs per worker", "int"),
+        ),
+    ),
+    Section(
+        "Coordinator",
+        (
+            SpecField("coordinator.resources.cpu", "Coordinator CPU", "float"),
+            SpecField("coordinator.resources.memory_mb", "Coordinator memory (MiB)", "int"),
+        ),
+    ),
+    Section(
+        "Lifecycle",
+        (
+            SpecField("freeze_seconds", "Freeze window (s)", "int", "No rescaling this soon."),
+            SpecField("checkpoint_every_seconds", "Checkpoint every (s)", "int"),
+            SpecField("max_restarts", "Max restarts", "int"),
+        ),
+    ),
+)
+FIELDS = {f.path: f for section in SECTIONS for f in section.fields}
+
+
+def _widget(field: SpecField, teams: Sequence[tuple[str, str]]) -> forms.Widget:
+    if field.kind == "team":
+        return forms.Select(choices=teams)
+    if field.kind == "priority":
+        return forms.Select(choices=Priority.choices)
+    if field.kind == "args":
+        return forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "code"})
+    if field.kind in ("int", "float"):
+        step = "1" if field.kind == "int" else "any"
+        return forms.NumberInput(attrs={"step": step, "inputmode": "decimal"})
+    attrs = {"autocomplete": "off", "spellcheck": "false"}
+    if field.path == "entrypoint":
+        attrs["list"] = "entrypoint-examples"
+    return forms.TextInput(attrs=attrs)
+
+
+class JobSpecForm(forms.Form):
+    """The form tab. Every field is text here (the spec validator parses numbers, so its
+    messages are the only ones); `teams` are the (slug, label) choices the user may use."""
+
+    def __init__(self, *args: Any, teams: Sequence[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in FIELDS.values():
+            self.fields[field.path] = forms.CharField(
+                label=field.label,
+                required=False,
+                strip=field.kind != "args",
+                help_text=field.help,
+                widget=_widget(field, teams),
+            )
+
+    def sections(self) -> list[tuple[str, list[forms.BoundField]]]:
+        return [(s.legend, [self[f.path] for f in s.fields]) for s in SECTIONS]
+
+    def document(self) -> dict[str, Any]:
+        """The spec document typed into the form (blank fields left out: their defaults).
+
+        Raises:
+            SpecDocumentError: the arguments are not a JSON or YAML mapping.
+        """
+        self.is_valid()  # fields with errors (NUL characters) are left out
+        values = self.cleaned_data
+        document: dict[str, Any] = {}
+        for path, field in FIELDS.items():
+            raw = values.get(path, "")
+            if raw == "" or raw is None:
+                continue
+            _put(document, path, _value(field, raw))
+        return document
+
+    @staticmethod
+    def initial_for(document: Mapping[str, Any]) -> dict[str, str]:
+        """Form values showing `document` (a spec document, e.g. a cloned job's)."""
+        initial: dict[str, str] = {}
+        for path, field in FIELDS.items():
+            value = _get(document, path)
+            if value is None:
+                continue
+            if field.kind == "args":
+                initial[path] = _dump(value, flow=True).strip() if value else ""
+            else:
+                initial[path] = str(value)
+        return initial
+
+
+class YamlSpecForm(forms.Form):
+    """The YAML tab: the whole spec as one document, exactly as `trainhub submit` reads it."""
+
+    spec = forms.CharField(
+        label="Job spec (YAML)",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "class": "code"}),
+    )
+
+    def document(self) -> Any:
+        """The parsed YAML (validated later, as any spec document).
+
+        Raises:
+            SpecDocumentError: the text is not YAML, or not a mapping.
+        """
+        self.is_valid()
+        text = self.cleaned_data.get("spec", "")
+        return parse_yaml(text, path="spec")
+
+
+def parse_yaml(text: str, *, path: str) -> Any:
+    """`text` as YAML (JSON is YAML too); `path` names the field in the error."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecDocumentError(path, f"Not valid YAML{where}: {problem}.") from exc
+    if path == "spec" and not isinstance(document, dict):
+        raise SpecDocumentError(
+            path, "Expected a mapping of spec fields (name, team, entrypoint, …)."
+        )
+    return document
+
+
+def dump_yaml(document: Mapping[str, Any]) -> str:
+    """A spec document as YAML, in the field order of the docs."""
+    return _dump(dict(document), flow=False)
+
+
+def default_document(team: str = "") -> dict[str, Any]:
+    """What a new submission starts from: the spec's defaults, an example entrypoint."""
+    spec = JobSpec(name="", team=team, entrypoint=EXAMPLE_ENTRYPOINTS[0], args=DEFAULT_ARGS)
+    return spec.to_dict()
+
+
+def spec_errors(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """A DRF validation error's detail as (field path, message) pairs, e.g.
+    ("workers.max", "max (1) must be at least min (2).")."""
+    if isinstance(detail, Mapping):
+        pairs: list[tuple[str, str]] = []
+        for key, value in detail.items():
+            name = prefix if key == "non_field_errors" else ".".join(p for p in (prefix, key) if p)
+            pairs += spec_errors(value, name)
+        return pairs
+    if isinstance(detail, list | tuple):
+        return [pair for item in detail for pair in spec_errors(item, prefix)]
+    return [(prefix, str(detail) if isinstance(detail, ErrorDetail | str) else repr(detail))]
+
+
+def add_spec_errors(form: JobSpecForm, errors: Iterable[tuple[str, str]]) -> None:
+    """Put each error beside the form field it names; others go on top, with their path."""
+    for path, message in errors:
+        if path in form.fields:
+            form.add_error(path, message)
+        else:
+            form.add_error(None, f"{path}: {message}" if path else message)
+
+
+def _value(field: SpecField, raw: str) -> Any:
+    if field.kind == "args":
+        args = parse_yaml(raw, path="args")
+        if args is None:
+            return {}
+        if not isinstance(args, dict):
+            raise SpecDocumentError("args", "Expected a mapping, e.g. {epochs: 5, dim: 32}.")
+        return args
+    try:
+        if field.kind == "int":
+            return int(raw)
+        if field.kind == "float":
+            return float(raw)
+    except ValueError:
+        return raw  # the validator names it ("A valid integer is required.")
+    return raw
+
+
+def _put(document: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node = document
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+
+
+def _get(document: Mapping[str, Any], path: str) -> Any:
+    node: Any = document
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _dump(value: Any, *, flow: bool) -> str:
+    # Collections of scalars inline (`resources: {cpu: 1, memory_mb: 1024}`), as the docs.
+    return yaml.safe_dump(
+        value, sort_keys=False, default_flow_style=True if flow else None, allow_unicode=True
+    )

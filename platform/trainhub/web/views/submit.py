@@ -1,0 +1,205 @@
+"""`/jobs/new/`: submit a job from a form or from the YAML the CLI takes, with a preview.
+
+Both editors post the same spec document to the API's validation (`parse_job_spec`) and
+submission (`submit_job`); the preview is `scheduling.preview`, as `?dry_run=true` is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+from rest_framework.exceptions import ValidationError
+
+from trainhub.jobs.jobspec import JobSpec
+from trainhub.jobs.models import Job
+from trainhub.jobs.services import PriorityCapExceeded, submit_job
+from trainhub.jobs.spec import parse_job_spec
+from trainhub.scheduling.preview import preview_submission
+from trainhub.tenancy.choices import SUBMITTERS
+from trainhub.tenancy.models import Team
+from trainhub.tenancy.policies import is_platform_admin
+
+from ..forms import (
+    EXAMPLE_ENTRYPOINTS,
+    FIELDS,
+    JobSpecForm,
+    SpecDocumentError,
+    YamlSpecForm,
+    add_spec_errors,
+    default_document,
+    dump_yaml,
+    spec_errors,
+)
+
+TABS = ("form", "yaml")
+FORBIDDEN = (
+    "You cannot submit jobs: you are not a member of a team that may submit. Viewers "
+    "cannot submit; ask one of your team's admins to make you a member."
+)
+
+
+def submittable_teams(user: Any) -> QuerySet[Team]:
+    """The teams `user` may submit to (every team for a platform admin)."""
+    if is_platform_admin(user):
+        return Team.objects.order_by("slug")
+    return Team.objects.filter(
+        memberships__user=user, memberships__role__in=list(SUBMITTERS)
+    ).order_by("slug")
+
+
+@dataclass
+class Editors:
+    """The two editors over one spec, which of them is shown, and what was wrong."""
+
+    form: JobSpecForm
+    yaml: YamlSpecForm
+    tab: str
+    yaml_errors: list[tuple[str, str]] = field(default_factory=list)
+    spec: JobSpec | None = None
+
+    @property
+    def errors(self) -> list[tuple[str, str]]:
+        if self.tab == "yaml":
+            return self.yaml_errors
+        return [
+            ("" if path == NON_FIELD_ERRORS else path, str(message))
+            for path, messages in self.form.errors.items()
+            for message in messages
+        ]
+
+    def refuse(self, errors: list[tuple[str, str]]) -> None:
+        """Show `errors` beside the field (form) or beside the YAML they name."""
+        self.spec = None
+        if self.tab == "form":
+            add_spec_errors(self.form, errors)
+            return
+        self.yaml_errors += errors
+        for path, message in errors:
+            self.yaml.add_error("spec", f"{path}: {message}" if path != "spec" else message)
+
+
+def _teams(user: Any) -> list[tuple[str, str]]:
+    return [(t.slug, t.slug) for t in submittable_teams(user)]
+
+
+def _tab(value: str | None) -> str:
+    return value if value in TABS else "form"
+
+
+def _read(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
+    """The posted editors; `spec` is set when the active one holds a valid spec."""
+    editors = Editors(
+        form=JobSpecForm(request.POST, teams=teams),
+        yaml=YamlSpecForm(request.POST),
+        tab=_tab(request.POST.get("mode") or request.POST.get("tab")),
+    )
+    try:
+        active = editors.form if editors.tab == "form" else editors.yaml
+        document = active.document()
+        editors.spec = parse_job_spec(document, user=request.user)
+    except SpecDocumentError as exc:
+        editors.refuse([(exc.path, exc.message)])
+    except ValidationError as exc:
+        editors.refuse(spec_errors(exc.detail))
+    return editors
+
+
+def _starting_document(request: HttpRequest, teams: list[tuple[str, str]]) -> dict[str, Any]:
+    """A new spec, or (`?clone=<id>`) a copy of a job's the user can see, renamed."""
+    clone = request.GET.get("clone")
+    if not clone:
+        return default_document(team=teams[0][0])
+    if not (clone.isascii() and clone.isdigit()):
+        raise Http404("No such job.")
+    job = get_object_or_404(Job.objects.visible_to(request.user), pk=int(clone))
+    document = dict(job.spec)
+    document["name"] = f"{job.name[:95]}-copy"
+    return document
+
+
+def _page(request: HttpRequest, editors: Editors, **extra: Any) -> HttpResponse:
+    return render(
+        request,
+        "web/job_new.html",
+        {
+            "section": "submit",
+            "editors": editors,
+            "examples": EXAMPLE_ENTRYPOINTS,
+            **extra,
+        },
+    )
+
+
+@login_required
+def job_new(request: HttpRequest) -> HttpResponse:
+    teams = _teams(request.user)
+    if not teams:
+        return render(
+            request, "web/job_new.html", {"section": "submit", "forbidden": FORBIDDEN}, status=403
+        )
+    if request.method != "POST":
+        document = _starting_document(request, teams)
+        editors = Editors(
+            form=JobSpecForm(initial=JobSpecForm.initial_for(document), teams=teams),
+            yaml=YamlSpecForm(initial={"spec": dump_yaml(document)}),
+            tab=_tab(request.GET.get("tab")),
+        )
+        return _page(request, editors, cloned_from=request.GET.get("clone"))
+    editors = _read(request, teams)
+    if editors.spec is not None:
+        assert isinstance(request.user, User)
+        try:
+            job = submit_job(user=request.user, spec=editors.spec, now=timezone.now())
+        except PriorityCapExceeded as exc:
+            editors.refuse([("priority", str(exc))])
+        else:
+            return redirect("web-job-detail", job_id=job.pk)
+    return _page(request, editors)
+
+
+@login_required
+@require_POST
+def job_new_preview(request: HttpRequest) -> HttpResponse:
+    """The preview fragment: would the posted spec start now, or why would it wait?"""
+    teams = _teams(request.user)
+    if not teams:
+        return HttpResponse(FORBIDDEN, status=403)
+    editors = _read(request, teams)
+    preview = None
+    if editors.spec is not None:
+        try:
+            preview = preview_submission(editors.spec, now=timezone.now())
+        except PriorityCapExceeded as exc:
+            editors.refuse([("priority", str(exc))])
+    return render(
+        request, "web/partials/job_preview.html", {"preview": preview, "editors": editors}
+    )
+
+
+@login_required
+@require_POST
+def job_new_convert(request: HttpRequest) -> JsonResponse:
+    """The spec in the other editor's terms, when the page switches tabs:
+    `to=yaml` answers `{"yaml": text}`, `to=form` answers `{"fields": {path: value}}`;
+    what cannot be read answers `{"error": {"path", "message"}}`."""
+    teams = _teams(request.user)
+    if not teams:
+        return JsonResponse({"error": {"path": "", "message": FORBIDDEN}}, status=403)
+    try:
+        if request.POST.get("to") == "yaml":
+            document = JobSpecForm(request.POST, teams=teams).document()
+            return JsonResponse({"yaml": dump_yaml(document)})
+        document = YamlSpecForm(request.POST).document()
+    except SpecDocumentError as exc:
+        return JsonResponse({"error": {"path": exc.path, "message": exc.message}})
+    values = JobSpecForm.initial_for(document)
+    return JsonResponse({"fields": {path: values.get(path, "") for path in FIELDS}})
