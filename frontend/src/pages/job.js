@@ -3,6 +3,7 @@
 
 import { Charts } from "../lib/charts.js";
 import { getJSON } from "../lib/http.js";
+import { loadMetrics } from "../lib/metrics.js";
 import {
   LOG_LINE_CAP,
   dropOverlap,
@@ -11,7 +12,6 @@ import {
   groupByName,
   logLineClass,
   parseLogsResponse,
-  parseMetricsResponse,
   stateClass,
   stateReason,
 } from "../lib/series.js";
@@ -142,9 +142,7 @@ class JobPage {
 
   async loadMetrics() {
     try {
-      for (const [name, points] of parseMetricsResponse(await getJSON(this.metricsUrl))) {
-        this.charts.merge(name, points);
-      }
+      await loadMetrics(this.charts, this.metricsUrl);
     } catch (err) {
       console.warn("metrics:", err);
     }

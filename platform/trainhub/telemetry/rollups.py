@@ -13,7 +13,7 @@ when `a` or `b` cuts a block in two, covers the cut part with blocks of lower le
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 BITS = 4  # log2 of the fan-out: each level's blocks are 16 times wider than the last's
@@ -121,6 +121,7 @@ class Plan:
     origin: int
     width: int
     spans: tuple[Span, ...]
+    level: int = 0  # the widest level read: its blocks are grouped `width` steps at a time
 
     def bucket_of(self, step: int) -> int:
         return (step - self.origin) // self.width
@@ -148,7 +149,7 @@ def plan(
         return None
     span = hi - lo + 1
     if span <= max_points or total <= max_points:
-        return Plan(name, lo, hi, lo, 1, (Span(0, lo, hi),))
+        return raw_plan(name, lo, hi)
     k = 0
     while k < TOP and max_points << (BITS * (k + 1)) <= span:
         k += 1
@@ -178,7 +179,12 @@ def plan(
         if inner_first <= inner_last:
             spans.append(Span(k, inner_first, inner_last))
         spans.extend(tail)
-    return Plan(name, lo, hi, first_block << shift, per_bucket * unit, tuple(spans))
+    return Plan(name, lo, hi, first_block << shift, per_bucket * unit, tuple(spans), k)
+
+
+def raw_plan(name: str, lo: int, hi: int) -> Plan:
+    """Every raw point of steps `lo..hi`, one bucket per step."""
+    return Plan(name, lo, hi, lo, 1, (Span(0, lo, hi),))
 
 
 def cover(x: int, y: int, top: int) -> list[Span]:
@@ -227,13 +233,3 @@ def buckets(p: Plan, rows: Iterable[Row]) -> list[Summary]:
             )
             current = index
     return out
-
-
-def blocks_of(p: Plan) -> Iterator[Span]:
-    """The spans of `p` that read rollups (level ≥ 1)."""
-    return (s for s in p.spans if s.level > 0)
-
-
-def raw_of(p: Plan) -> Iterator[Span]:
-    """The spans of `p` that read raw points (level 0)."""
-    return (s for s in p.spans if s.level == 0)

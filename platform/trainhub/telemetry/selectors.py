@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db.models import Q
+from django.db import connection
 
 from trainhub.jobs.models import Job
 
 from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
-from .rollups import Plan, Row, Span, Summary, buckets, plan
+from .rollups import BITS, Plan, Row, Summary, buckets, plan, raw_plan
 
 
 def metric_series(job: Job, names: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -40,8 +40,8 @@ def metric_buckets(
     `start..end` (default: all), each with its last point, min, max and point count.
 
     A range with at most `max_points` points comes back exact: one bucket per step.
-    Reads the series summaries, then the rollup blocks and raw points the plans name
-    (at most four queries, whatever the number of metrics).
+    Two queries whatever the number of metrics (three when a range turns out sparse):
+    the series summaries, then the rollup blocks and raw points the plans name.
     """
     found = MetricSeries.objects.filter(job=job)
     if names:
@@ -64,7 +64,7 @@ def metric_buckets(
     read = _read(job, plans)
     # A range cut out of a longer series may turn out to hold few points: read them raw.
     sparse = [
-        Plan(p.name, p.lo, p.hi, p.lo, 1, (Span(0, p.lo, p.hi),))
+        raw_plan(p.name, p.lo, p.hi)
         for p in plans
         if p.width > 1 and sum(s.count for s in read[p.name]) <= max_points
     ]
@@ -76,39 +76,73 @@ def metric_buckets(
 
 
 def _read(job: Job, plans: list[Plan]) -> dict[str, list[Summary]]:
-    blocks, raw = Q(), Q()
+    """Read what `plans` name in one statement and fold it into buckets.
+
+    The widest level's blocks are grouped into buckets by the database (at most
+    `max_points` rows per metric come back); the finer blocks at cut ends and raw points
+    come back as they are.
+    """
+    parts: list[str] = []
+    params: list[Any] = []
     for p in plans:
-        for s in p.spans:
-            if s.level:
-                blocks |= Q(name=p.name, level=s.level, block__range=(s.first, s.last))
+        for span in p.spans:
+            if span.level == 0:
+                parts.append(_RAW)
+                params += [job.pk, p.name, span.first, span.last]
+            elif span.level == p.level:
+                per_bucket = p.width >> (BITS * p.level)
+                parts.append(
+                    _GROUPED.format(
+                        origin=int(p.origin),
+                        width=int(p.width),
+                        first=int(span.first),
+                        per_bucket=int(per_bucket),
+                        shift=BITS * int(p.level),
+                    )
+                )
+                params += [job.pk, p.name, span.level, span.first, span.last, job.pk, p.level]
             else:
-                raw |= Q(name=p.name, step__range=(s.first, s.last))
+                parts.append(_BLOCKS)
+                params += [job.pk, p.name, span.level, span.first, span.last]
     rows: dict[str, list[Row]] = defaultdict(list)
-    if blocks:
-        for name, level, block, low, high, count, last_step, last_value in (
-            MetricRollup.objects.filter(job=job)
-            .filter(blocks)
-            .values_list(
-                "name",
-                "level",
-                "block",
-                "min_value",
-                "max_value",
-                "count",
-                "last_step",
-                "last_value",
-            )
-        ):
+    if parts:
+        quote = connection.ops.quote_name
+        sql = " UNION ALL ".join(parts).format(
+            points=quote(MetricPoint._meta.db_table), rollups=quote(MetricRollup._meta.db_table)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            fetched = cursor.fetchall()
+        # Raw points of one step in arrival order: `buckets` keeps that order.
+        fetched.sort(key=lambda r: r[8])
+        for name, level, block, low, high, count, last_step, last_value, _ in fetched:
             rows[name].append((level, block, Summary(low, high, count, last_step, last_value)))
-    if raw:
-        for name, step, value in (
-            MetricPoint.objects.filter(job=job)
-            .filter(raw)
-            .order_by("step", "id")
-            .values_list("name", "step", "value")
-        ):
-            rows[name].append((0, step, Summary.of_point(step, value)))
     return {p.name: buckets(p, rows[p.name]) for p in plans}
+
+
+# Columns of every part: name, level, block (or step), min, max, count, last step and
+# value, and the order of raw points of one step.
+_RAW = (
+    "SELECT name, 0, step, value, value, 1, step, value, id FROM {points}"
+    " WHERE job_id = %s AND name = %s AND step BETWEEN %s AND %s"
+)
+_BLOCKS = (
+    'SELECT name, level, block, min_value, max_value, "count", last_step, last_value, 0'
+    " FROM {rollups} WHERE job_id = %s AND name = %s AND level = %s"
+    " AND block BETWEEN %s AND %s"
+)
+# Bucket i of `per_bucket` blocks starts at step origin + i * width; its last value is
+# that of the block holding its last step (blocks of one level have distinct last steps).
+_GROUPED = (
+    "SELECT g.name, 0, {origin} + g.i * {width}, g.low, g.high, g.n, g.last_step,"
+    " r.last_value, 0"
+    " FROM (SELECT name, (block - {first}) / {per_bucket} AS i, MIN(min_value) AS low,"
+    ' MAX(max_value) AS high, SUM("count") AS n, MAX(last_step) AS last_step'
+    " FROM {{rollups}} WHERE job_id = %s AND name = %s AND level = %s"
+    " AND block BETWEEN %s AND %s GROUP BY name, i) AS g"
+    " JOIN {{rollups}} AS r ON r.job_id = %s AND r.name = g.name AND r.level = %s"
+    " AND r.block = (g.last_step >> {shift})"
+)
 
 
 def log_lines(

@@ -3,6 +3,8 @@ another team's job, and a fixed number of queries."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -86,6 +88,17 @@ def test_max_points_buckets_each_series(job: Job, django_assert_num_queries: Any
         "count": loss[-1]["count"],
     }
     assert all(b["min"] <= b["value"] <= b["max"] for b in loss)
+
+
+def test_metrics_are_gzipped_for_a_client_that_accepts_it(job: Job) -> None:
+    _metrics(job, 2000)
+    url = f"/api/v1/jobs/{job.pk}/metrics/?max_points=500"
+    response = _as("alice").get(url, HTTP_ACCEPT_ENCODING="gzip")
+    assert response["Content-Encoding"] == "gzip"
+    body = json.loads(gzip.decompress(response.content))
+    assert len(body["series"]["loss"]) <= 500
+    assert len(response.content) < len(json.dumps(body)) / 2
+    assert "Content-Encoding" not in _as("alice").get(url)
 
 
 def test_name_series_and_a_step_range(job: Job, django_assert_max_num_queries: Any) -> None:
