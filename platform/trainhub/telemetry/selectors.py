@@ -95,7 +95,7 @@ def _read(job: Job, plans: list[Plan]) -> dict[str, list[Summary]]:
                     _GROUPED.format(
                         origin=int(p.origin),
                         width=int(p.width),
-                        first=int(span.first),
+                        first=int(p.origin >> (BITS * p.level)),
                         per_bucket=int(per_bucket),
                         shift=BITS * int(p.level),
                     )
@@ -131,8 +131,9 @@ _BLOCKS = (
     " FROM {rollups} WHERE job_id = %s AND name = %s AND level = %s"
     " AND block BETWEEN %s AND %s"
 )
-# Bucket i of `per_bucket` blocks starts at step origin + i * width; its last value is
-# that of the block holding its last step (blocks of one level have distinct last steps).
+# Bucket i holds blocks first + i * per_bucket onwards (`first`: the block at `origin`)
+# and starts at step origin + i * width; its last value is that of the block holding its
+# last step (the blocks of one level have distinct last steps).
 _GROUPED = (
     "SELECT g.name, 0, {origin} + g.i * {width}, g.low, g.high, g.n, g.last_step,"
     " r.last_value, 0"

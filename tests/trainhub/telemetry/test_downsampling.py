@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry.models import MetricRollup, MetricSeries
+from trainhub.telemetry.rollups import plan
 from trainhub.telemetry.selectors import metric_buckets
 from trainhub.telemetry.services import ingest_metrics
 from trainhub.tenancy.choices import Role
@@ -78,6 +79,23 @@ def _expected_check(
         previous = bucket["step"]
     if len(inside) <= n:  # exact: one bucket per step
         assert steps == sorted({p[0] for p in inside})
+        return
+    # The buckets are the plan's: steps origin + i * width onwards.
+    mine_steps = [p[0] for p in mine]
+    planned = plan(
+        name,
+        first=min(mine_steps),
+        last=max(mine_steps),
+        total=len(mine),
+        max_points=n,
+        start=lo,
+        end=hi,
+    )
+    assert planned is not None
+    assert [b["step"] for b in got] == [
+        max(p[0] for p in inside if planned.bucket_of(p[0]) == i)
+        for i in sorted({planned.bucket_of(p[0]) for p in inside})
+    ]
 
 
 steps = st.one_of(
