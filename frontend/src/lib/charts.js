@@ -1,23 +1,50 @@
 // uPlot line charts, one per metric name, created when the metric first appears.
+//
+// A chart holds one or more lines, each under a key: "main" on the job page, a job id on
+// the compare page. A line is drawn as its value (the last point of each bucket) over a
+// band from the bucket's min to its max, so a downsampled million-point series still
+// shows its spikes.
 
 import uPlot from "uplot";
 
-import { compactNumber, emptySeries, mergeSeries } from "./series.js";
+import {
+  alignLines,
+  compactNumber,
+  emptyLine,
+  firstTrackWidth,
+  keepNewer,
+  lineFromPoints,
+  maxPointsFor,
+  mergeLine,
+} from "./series.js";
 
 const CHART_HEIGHT = 240;
+// Canvas strokes cannot use CSS variables; these read on light and dark backgrounds.
 const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#65a30d"];
+const BAND_ALPHA = "40"; // appended to a #rrggbb colour
 
-/** One uPlot line chart per metric name, created when the metric first appears. */
+/** A CSS variable of the page's theme, or `fallback`. */
+function themeColor(el, name, fallback) {
+  const value = getComputedStyle(el).getPropertyValue(name).trim();
+  return value || fallback;
+}
+
+/** One uPlot chart per metric name; several keyed lines per chart. */
 export class Charts {
   constructor(root, emptyNote) {
     this.root = root;
     this.emptyNote = emptyNote;
-    this.charts = new Map(); // name -> {el, plot, series}
+    this.charts = new Map(); // name -> {el, plot, lines: Map(key -> {label, line, color})}
+    this.keyColors = new Map(); // key -> colour, the same on every chart (compare page)
     this.resizer = new ResizeObserver((entries) => {
       for (const entry of entries) {
         const chart = [...this.charts.values()].find((c) => c.el === entry.target);
-        if (chart) chart.plot.setSize({ width: this.widthOf(chart.el), height: CHART_HEIGHT });
+        if (chart?.plot) chart.plot.setSize({ width: this.widthOf(chart.el), height: CHART_HEIGHT });
       }
+    });
+    // Axis and grid colours come from the theme: redraw when light/dark changes.
+    window.matchMedia?.("(prefers-color-scheme: dark)").addEventListener?.("change", () => {
+      for (const chart of this.charts.values()) this.rebuild(chart);
     });
   }
 
@@ -25,14 +52,62 @@ export class Charts {
     return Math.max(200, Math.floor(el.clientWidth));
   }
 
-  /** Merge points into the chart of `name`, creating it if needed, and redraw. */
-  merge(name, points) {
+  /** How many points per series to ask the server for: about one per pixel of a chart. */
+  maxPoints() {
+    const first = this.charts.values().next().value;
+    if (first) return maxPointsFor(first.el.clientWidth);
+    // No chart yet: the width of a column of the charts' grid, else of the whole box.
+    const track = firstTrackWidth(getComputedStyle(this.root).gridTemplateColumns);
+    return maxPointsFor(track ?? this.root.clientWidth);
+  }
+
+  /**
+   * Replace the points of one line (metrics API points: buckets with min/max, or raw).
+   *
+   * Live points the line already holds past the new data's last step are kept: they
+   * arrived after the server answered.
+   */
+  setSeries(name, points, { key = "main", label = name } = {}) {
     const chart = this.charts.get(name) ?? this.create(name);
-    const merged = mergeSeries(chart.series, points);
-    if (merged === chart.series) return;
-    chart.series = merged;
-    chart.plot.setData([merged.steps, merged.values]);
-    chart.el.dataset.points = String(merged.steps.length);
+    const fresh = lineFromPoints(points);
+    const held = chart.lines.get(key);
+    this.put(chart, key, label, held ? keepNewer(fresh, held.line) : fresh);
+  }
+
+  /** Append live `{step, value}` points to one line, creating the chart if needed. */
+  merge(name, points, { key = "main" } = {}) {
+    const chart = this.charts.get(name) ?? this.create(name);
+    const held = chart.lines.get(key);
+    const line = held ? held.line : emptyLine();
+    const merged = mergeLine(line, points);
+    if (merged === line) return;
+    this.put(chart, key, held ? held.label : key === "main" ? name : String(key), merged);
+  }
+
+  put(chart, key, label, line) {
+    const held = chart.lines.get(key);
+    const color = held?.color ?? this.colorFor(key, chart);
+    chart.lines.set(key, { label, line, color });
+    if (!chart.plot || !held || held.label !== label) this.rebuild(chart);
+    else this.redraw(chart);
+  }
+
+  colorFor(key, chart) {
+    // The job page's single line takes the chart's colour, as before; keyed lines keep
+    // one colour per key across charts.
+    if (key === "main") return COLORS[[...this.charts.values()].indexOf(chart) % COLORS.length];
+    if (!this.keyColors.has(key)) this.keyColors.set(key, COLORS[this.keyColors.size % COLORS.length]);
+    return this.keyColors.get(key);
+  }
+
+  data(chart) {
+    return alignLines([...chart.lines.values()].map((l) => l.line));
+  }
+
+  redraw(chart) {
+    const data = this.data(chart);
+    chart.plot.setData(data);
+    chart.el.dataset.points = String(data[0].length);
   }
 
   create(name) {
@@ -44,24 +119,65 @@ export class Charts {
     const next = [...this.charts.keys()].sort().find((other) => other > name);
     this.root.insertBefore(el, next === undefined ? null : this.charts.get(next).el);
     if (this.emptyNote) this.emptyNote.hidden = true;
-
-    const color = COLORS[this.charts.size % COLORS.length];
-    const plot = new uPlot(
-      {
-        title: name,
-        width: this.widthOf(el),
-        height: CHART_HEIGHT,
-        scales: { x: { time: false } },
-        axes: [{ label: "step" }, { values: (_u, ticks) => ticks.map(compactNumber) }],
-        series: [{ label: "step" }, { label: name, stroke: color, width: 2 }],
-        legend: { live: true },
-      },
-      [[], []],
-      el,
-    );
-    const chart = { el, plot, series: emptySeries() };
+    const chart = { name, el, plot: null, lines: new Map() };
     this.charts.set(name, chart);
     this.resizer.observe(el);
     return chart;
+  }
+
+  /** (Re)create the chart's plot: needed when lines are added or the theme changes. */
+  rebuild(chart) {
+    chart.plot?.destroy();
+    const muted = themeColor(this.root, "--muted", "#5b6270");
+    const grid = themeColor(this.root, "--border-soft", "#eef0f3");
+    const axis = { stroke: muted, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+    const series = [{ label: "step" }];
+    const bands = [];
+    const hidden = [];
+    for (const { label, color } of chart.lines.values()) {
+      const at = series.length;
+      series.push(
+        {
+          label,
+          stroke: color,
+          width: 2,
+          spanGaps: true,
+          // The legend shows the bucket's range next to its last value.
+          value: (u, v, _s, i) => {
+            if (v === null || v === undefined || i === null) return "—";
+            const low = u.data[at + 1][i];
+            const high = u.data[at + 2][i];
+            const text = compactNumber(v);
+            return low === high || low === null ? text : `${text} (${compactNumber(low)}–${compactNumber(high)})`;
+          },
+        },
+        { label: `${label} min`, stroke: "transparent", width: 0, spanGaps: true, points: { show: false } },
+        { label: `${label} max`, stroke: "transparent", width: 0, spanGaps: true, points: { show: false } },
+      );
+      bands.push({ series: [at + 2, at + 1], fill: `${color}${BAND_ALPHA}` });
+      hidden.push(at + 1, at + 2);
+    }
+    const data = this.data(chart);
+    chart.plot = new uPlot(
+      {
+        title: chart.name,
+        width: this.widthOf(chart.el),
+        height: CHART_HEIGHT,
+        scales: { x: { time: false } },
+        axes: [
+          { ...axis, label: "step", values: (_u, ticks) => ticks.map(compactNumber) },
+          { ...axis, values: (_u, ticks) => ticks.map(compactNumber) },
+        ],
+        series,
+        bands,
+        legend: { live: true },
+      },
+      data,
+      chart.el,
+    );
+    // The band edges are drawn, not listed: the line's legend entry shows the range.
+    const rows = chart.plot.root.querySelectorAll(".u-legend .u-series");
+    for (const i of hidden) if (rows[i]) rows[i].style.display = "none";
+    chart.el.dataset.points = String(data[0].length);
   }
 }

@@ -63,6 +63,145 @@ export function mergeSeries(series, points) {
   return out;
 }
 
+// A chart line is four parallel columns, `{steps, values, mins, maxs}`, ascending by step
+// with one entry per step: the value drawn as the line, and the band behind it. A raw
+// point is its own bucket (min = max = value).
+
+/** An empty chart line. */
+export function emptyLine() {
+  return { steps: [], values: [], mins: [], maxs: [] };
+}
+
+/**
+ * Valid points of the metrics API — buckets `{step, value, min, max, count}` or raw
+ * `{step, value}` — sorted by step, one per step (the last one given wins), each with a
+ * min and max that hold its value.
+ */
+export function normalizeBuckets(points) {
+  const byStep = new Map();
+  for (const p of Array.isArray(points) ? points : []) {
+    if (!p || !isFiniteNumber(p.step) || !isFiniteNumber(p.value)) continue;
+    const min = isFiniteNumber(p.min) ? Math.min(p.min, p.value) : p.value;
+    const max = isFiniteNumber(p.max) ? Math.max(p.max, p.value) : p.value;
+    byStep.delete(p.step);
+    byStep.set(p.step, { step: p.step, value: p.value, min, max });
+  }
+  return [...byStep.values()].sort((a, b) => a.step - b.step);
+}
+
+/** A chart line from the metrics API's points of one series. */
+export function lineFromPoints(points) {
+  const line = emptyLine();
+  for (const b of normalizeBuckets(points)) {
+    line.steps.push(b.step);
+    line.values.push(b.value);
+    line.mins.push(b.min);
+    line.maxs.push(b.max);
+  }
+  return line;
+}
+
+/**
+ * Merge points (live `{step, value}` or buckets) into a line; returns a new line, or the
+ * same one when no point is valid. Same rules as mergeSeries: incoming points win on a step.
+ */
+export function mergeLine(line, points) {
+  const incoming = normalizeBuckets(points);
+  if (incoming.length === 0) return line;
+  const { steps } = line;
+  // The live case: every new point is past the end, so append.
+  if (steps.length === 0 || incoming[0].step > steps[steps.length - 1]) {
+    return {
+      steps: steps.concat(incoming.map((p) => p.step)),
+      values: line.values.concat(incoming.map((p) => p.value)),
+      mins: line.mins.concat(incoming.map((p) => p.min)),
+      maxs: line.maxs.concat(incoming.map((p) => p.max)),
+    };
+  }
+  const out = emptyLine();
+  const push = (step, value, min, max) => {
+    out.steps.push(step);
+    out.values.push(value);
+    out.mins.push(min);
+    out.maxs.push(max);
+  };
+  let i = 0;
+  let j = 0;
+  while (i < steps.length || j < incoming.length) {
+    const a = i < steps.length ? steps[i] : Infinity;
+    const b = j < incoming.length ? incoming[j].step : Infinity;
+    if (b <= a) {
+      const p = incoming[j];
+      push(p.step, p.value, p.min, p.max);
+      j += 1;
+      if (a === b) i += 1;
+    } else {
+      push(a, line.values[i], line.mins[i], line.maxs[i]);
+      i += 1;
+    }
+  }
+  return out;
+}
+
+/** `fresh` (a refetch) followed by the entries of `held` past its last step: the live
+ * points that arrived after the server answered. */
+export function keepNewer(fresh, held) {
+  const last = fresh.steps.length ? fresh.steps[fresh.steps.length - 1] : -Infinity;
+  let k = held.steps.length;
+  while (k > 0 && held.steps[k - 1] > last) k -= 1;
+  if (k === held.steps.length) return fresh;
+  return {
+    steps: fresh.steps.concat(held.steps.slice(k)),
+    values: fresh.values.concat(held.values.slice(k)),
+    mins: fresh.mins.concat(held.mins.slice(k)),
+    maxs: fresh.maxs.concat(held.maxs.slice(k)),
+  };
+}
+
+/**
+ * uPlot data for several lines on one chart: `[steps, value1, min1, max1, value2, ...]`
+ * over the union of their steps, null where a line has no entry.
+ */
+export function alignLines(lines) {
+  if (lines.length === 1) {
+    const [l] = lines;
+    return [l.steps, l.values, l.mins, l.maxs];
+  }
+  const all = new Set();
+  for (const l of lines) for (const s of l.steps) all.add(s);
+  const steps = [...all].sort((a, b) => a - b);
+  const data = [steps];
+  for (const l of lines) {
+    const values = new Array(steps.length).fill(null);
+    const mins = new Array(steps.length).fill(null);
+    const maxs = new Array(steps.length).fill(null);
+    let k = 0;
+    for (let i = 0; i < l.steps.length; i += 1) {
+      while (steps[k] < l.steps[i]) k += 1;
+      values[k] = l.values[i];
+      mins[k] = l.mins[i];
+      maxs[k] = l.maxs[i];
+    }
+    data.push(values, mins, maxs);
+  }
+  return data;
+}
+
+export const MAX_POINTS_MIN = 100;
+export const MAX_POINTS_MAX = 2000;
+
+/** How many buckets to ask for to draw a chart `width` CSS pixels wide: one per pixel. */
+export function maxPointsFor(width) {
+  const n = Math.round(Number(width) || 0);
+  return Math.min(MAX_POINTS_MAX, Math.max(MAX_POINTS_MIN, n));
+}
+
+/** The first track of a computed `grid-template-columns` ("590px 590px"), in pixels. */
+export function firstTrackWidth(columns) {
+  const match = /^\s*([\d.]+)px/.exec(String(columns ?? ""));
+  return match ? Number(match[1]) : null;
+}
+
 /** Group flat `{name, step, value}` points (a live "metrics" message) by metric name. */
 export function groupByName(points) {
   const groups = new Map();
@@ -74,7 +213,8 @@ export function groupByName(points) {
   return groups;
 }
 
-/** The `series` object of a metrics API response as a Map of name to points. */
+/** The `series` object of a metrics API response as a Map of name to points (raw
+ * `{step, value, time}` or buckets `{step, value, min, max, count}`). */
 export function parseMetricsResponse(body) {
   const series = body && typeof body.series === "object" && body.series !== null ? body.series : {};
   const groups = new Map();

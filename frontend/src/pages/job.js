@@ -4,8 +4,8 @@
 
 import { Charts } from "../lib/charts.js";
 import { refreshRelativeTimes } from "../lib/format.js";
-import { getJSON } from "../lib/http.js";
-import { groupByName, parseMetricsResponse, stateClass, stateReason } from "../lib/series.js";
+import { loadMetrics } from "../lib/metrics.js";
+import { groupByName, stateClass, stateReason } from "../lib/series.js";
 import { LiveSocket, showLiveStatus } from "../lib/socket.js";
 import "./base.js";
 import { jobEnded, setupDialogs } from "./job/actions.js";
@@ -109,9 +109,7 @@ class JobPage {
 
   async loadMetrics() {
     try {
-      for (const [name, points] of parseMetricsResponse(await getJSON(this.metricsUrl))) {
-        this.charts.merge(name, points);
-      }
+      await loadMetrics(this.charts, this.metricsUrl);
     } catch (err) {
       console.warn("metrics:", err);
     }

@@ -23,6 +23,53 @@ class MetricPoint(models.Model):
         return f"{self.job_id} {self.name}@{self.step}={self.value}"
 
 
+class MetricSeries(models.Model):
+    """One metric of a job: its first and last step and its number of points.
+
+    Kept at ingest beside the raw points; a chart query starts here.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+", db_index=False)
+    name = models.CharField(max_length=100)
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    count = models.BigIntegerField()
+
+    class Meta:
+        verbose_name_plural = "metric series"
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="telemetry_series_job_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.name} ({self.count} points)"
+
+
+class MetricRollup(models.Model):
+    """Min, max, count and last point of one metric over the block of 16**level steps
+    starting at step `block * 16**level` (see `rollups.py`)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+", db_index=False)
+    name = models.CharField(max_length=100)
+    level = models.PositiveSmallIntegerField()
+    block = models.BigIntegerField()
+    min_value = models.FloatField()
+    max_value = models.FloatField()
+    count = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    last_value = models.FloatField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "name", "level", "block"], name="telemetry_rollup_block"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} {self.name} L{self.level}#{self.block}"
+
+
 class LogLine(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines")
     task = models.ForeignKey(Task, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -32,7 +79,11 @@ class LogLine(models.Model):
     time = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["job", "id"])]
+        indexes = [
+            models.Index(fields=["job", "id"]),
+            # `?source=worker-0` with `?tail=`: that task's last lines without a scan.
+            models.Index(fields=["job", "source", "id"], name="telemetry_log_job_source"),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

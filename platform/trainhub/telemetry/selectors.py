@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import connection
 
 from trainhub.jobs.models import Job
 
-from .models import LogLine, MetricPoint
+from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
+from .rollups import BITS, Plan, Row, Summary, buckets, plan, raw_plan
 
 
 def metric_series(job: Job, names: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -23,8 +28,145 @@ def metric_series(job: Job, names: list[str] | None = None) -> dict[str, list[di
     return dict(series)
 
 
-def log_lines(job: Job, *, after_id: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-    rows = LogLine.objects.filter(job=job, id__gt=after_id).order_by("id")[:limit]
+def metric_buckets(
+    job: Job,
+    *,
+    max_points: int,
+    names: list[str] | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> dict[str, Any]:
+    """The job's metrics for a chart: at most `max_points` buckets per metric over steps
+    `start..end` (default: all), each with its last point, min, max and point count.
+
+    A range with at most `max_points` points comes back exact: one bucket per step.
+    Two queries whatever the number of metrics (three when a range turns out sparse):
+    the series summaries, then the rollup blocks and raw points the plans name.
+    """
+    found = MetricSeries.objects.filter(job=job)
+    if names:
+        found = found.filter(name__in=names)
+    plans = []
+    for name, first, last, total in found.order_by("name").values_list(
+        "name", "first_step", "last_step", "count"
+    ):
+        p = plan(
+            name,
+            first=first,
+            last=last,
+            total=total,
+            max_points=max_points,
+            start=start,
+            end=end,
+        )
+        if p is not None:
+            plans.append(p)
+    read = _read(job, plans)
+    # A range cut out of a longer series may turn out to hold few points: read them raw.
+    sparse = [
+        raw_plan(p.name, p.lo, p.hi)
+        for p in plans
+        if p.width > 1 and sum(s.count for s in read[p.name]) <= max_points
+    ]
+    read.update(_read(job, sparse))
+    return {
+        "downsampled": any(s.count > 1 for series in read.values() for s in series),
+        "series": {p.name: [s.as_bucket() for s in read[p.name]] for p in plans},
+    }
+
+
+def _read(job: Job, plans: list[Plan]) -> dict[str, list[Summary]]:
+    """Read what `plans` name in one statement and fold it into buckets.
+
+    The widest level's blocks are grouped into buckets by the database (at most
+    `max_points` rows per metric come back); the finer blocks at cut ends and raw points
+    come back as they are.
+    """
+    parts: list[str] = []
+    params: list[Any] = []
+    for p in plans:
+        for span in p.spans:
+            if span.level == 0:
+                parts.append(_RAW)
+                params += [job.pk, p.name, span.first, span.last]
+            elif span.level == p.level:
+                per_bucket = p.width >> (BITS * p.level)
+                parts.append(
+                    _GROUPED.format(
+                        origin=int(p.origin),
+                        width=int(p.width),
+                        first=int(p.origin >> (BITS * p.level)),
+                        per_bucket=int(per_bucket),
+                        shift=BITS * int(p.level),
+                    )
+                )
+                params += [job.pk, p.name, span.level, span.first, span.last, job.pk, p.level]
+            else:
+                parts.append(_BLOCKS)
+                params += [job.pk, p.name, span.level, span.first, span.last]
+    rows: dict[str, list[Row]] = defaultdict(list)
+    if parts:
+        quote = connection.ops.quote_name
+        sql = " UNION ALL ".join(parts).format(
+            points=quote(MetricPoint._meta.db_table), rollups=quote(MetricRollup._meta.db_table)
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            fetched = cursor.fetchall()
+        # Raw points of one step in arrival order: `buckets` keeps that order.
+        fetched.sort(key=lambda r: r[8])
+        for name, level, block, low, high, count, last_step, last_value, _ in fetched:
+            rows[name].append((level, block, Summary(low, high, count, last_step, last_value)))
+    return {p.name: buckets(p, rows[p.name]) for p in plans}
+
+
+# Columns of every part: name, level, block (or step), min, max, count, last step and
+# value, and the order of raw points of one step.
+_RAW = (
+    "SELECT name, 0, step, value, value, 1, step, value, id FROM {points}"
+    " WHERE job_id = %s AND name = %s AND step BETWEEN %s AND %s"
+)
+_BLOCKS = (
+    'SELECT name, level, block, min_value, max_value, "count", last_step, last_value, 0'
+    " FROM {rollups} WHERE job_id = %s AND name = %s AND level = %s"
+    " AND block BETWEEN %s AND %s"
+)
+# Bucket i holds blocks first + i * per_bucket onwards (`first`: the block at `origin`)
+# and starts at step origin + i * width; its last value is that of the block holding its
+# last step (the blocks of one level have distinct last steps).
+_GROUPED = (
+    "SELECT g.name, 0, {origin} + g.i * {width}, g.low, g.high, g.n, g.last_step,"
+    " r.last_value, 0"
+    " FROM (SELECT name, (block - {first}) / {per_bucket} AS i, MIN(min_value) AS low,"
+    ' MAX(max_value) AS high, SUM("count") AS n, MAX(last_step) AS last_step'
+    " FROM {{rollups}} WHERE job_id = %s AND name = %s AND level = %s"
+    " AND block BETWEEN %s AND %s GROUP BY name, i) AS g"
+    " JOIN {{rollups}} AS r ON r.job_id = %s AND r.name = g.name AND r.level = %s"
+    " AND r.block = (g.last_step >> {shift})"
+)
+
+
+def log_lines(
+    job: Job,
+    *,
+    after_id: int = 0,
+    limit: int = 1000,
+    tail: int | None = None,
+    search: str = "",
+    source: str = "",
+) -> list[dict[str, Any]]:
+    """Lines of the job after line `after_id`, in id order: the first `limit`, or with
+    `tail` the last `tail`; only those of `source` (e.g. "worker-0") and containing
+    `search` (any case) when given."""
+    rows = LogLine.objects.filter(job=job, id__gt=after_id)
+    if source:
+        rows = rows.filter(source=source)
+    if search:
+        rows = rows.filter(line__icontains=search)
+    if tail is not None:
+        picked = list(rows.order_by("-id")[:tail])[::-1]
+    else:
+        picked = list(rows.order_by("id")[:limit])
     return [
         {
             "id": r.id,
@@ -33,5 +175,42 @@ def log_lines(job: Job, *, after_id: int = 0, limit: int = 1000) -> list[dict[st
             "line": r.line,
             "time": r.time.isoformat(),
         }
-        for r in rows
+        for r in picked
     ]
+
+
+LOG_CHUNK_LINES = 5000
+
+
+def _log_chunk(job_id: int, after_id: int) -> tuple[bytes, int]:
+    """Up to LOG_CHUNK_LINES lines after `after_id` as `[source] line` text, and the last
+    id read (`after_id` when none)."""
+    rows = list(
+        LogLine.objects.filter(job_id=job_id, id__gt=after_id)
+        .order_by("id")
+        .values_list("id", "source", "line")[:LOG_CHUNK_LINES]
+    )
+    text = "".join(f"[{source}] {line}\n" for _, source, line in rows)
+    return text.encode(), rows[-1][0] if rows else after_id
+
+
+def log_text(job_id: int) -> Iterator[bytes]:
+    """The job's whole log as `[source] line` text, read in id order a chunk at a time."""
+    after = 0
+    while True:
+        chunk, last = _log_chunk(job_id, after)
+        if last == after:
+            return
+        yield chunk
+        after = last
+
+
+async def alog_text(job_id: int) -> AsyncIterator[bytes]:
+    """`log_text` for an ASGI server, which would otherwise read a sync iterator whole."""
+    after = 0
+    while True:
+        chunk, last = await sync_to_async(_log_chunk)(job_id, after)
+        if last == after:
+            return
+        yield chunk
+        after = last

@@ -10,12 +10,14 @@ import math
 from datetime import datetime
 from typing import Any
 
+from django.db import connection, transaction
 from django.utils.dateparse import parse_datetime
 
 from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
 from trainhub.jobs.models import Task
 
-from .models import LogLine, MetricPoint
+from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
+from .rollups import rollup
 
 MAX_LINE_CHARS = 4000
 
@@ -55,13 +57,91 @@ def ingest_metrics(
                     time=time,
                 )
             )
-    MetricPoint.objects.bulk_create(rows)
+    with transaction.atomic():
+        MetricPoint.objects.bulk_create(rows)
+        store_rollups(task.job_id, [(r.name, r.step, r.value) for r in rows])
     flat = [
         {"name": r.name, "step": r.step, "value": r.value, "time": r.time.isoformat()} for r in rows
     ]
     if flat:
         publish(MetricPointsIngested(job_id=task.job_id, points=tuple(flat)))
     return flat
+
+
+# Rows per upsert statement: 9 parameters each stays well under SQLite's and PostgreSQL's
+# limits on bound parameters.
+UPSERT_ROWS = 500
+
+
+def store_rollups(job_id: int, points: list[tuple[str, int, float]]) -> None:
+    """Fold stored `(name, step, value)` points of a job, in arrival order, into its series
+    and rollups: one upsert per table for the whole batch (in key order, so that two
+    batches of one job never wait on each other's rows in opposite orders)."""
+    if not points:
+        return
+    series: dict[str, list[int]] = {}  # name -> [first step, last step, count]
+    for name, step, _ in points:
+        found = series.get(name)
+        if found is None:
+            series[name] = [step, step, 1]
+        else:
+            found[0] = min(found[0], step)
+            found[1] = max(found[1], step)
+            found[2] += 1
+    summaries = rollup(points)
+    _upsert(
+        MetricSeries._meta.db_table,
+        ("job_id", "name", "first_step", "last_step", "count"),
+        ("job_id", "name"),
+        [(job_id, name, *series[name]) for name in sorted(series)],
+    )
+    _upsert(
+        MetricRollup._meta.db_table,
+        (
+            "job_id",
+            "name",
+            "level",
+            "block",
+            "min_value",
+            "max_value",
+            "count",
+            "last_step",
+            "last_value",
+        ),
+        ("job_id", "name", "level", "block"),
+        [
+            (job_id, name, level, block, s.min, s.max, s.count, s.last_step, s.last_value)
+            for (name, level, block), s in sorted(summaries.items())
+        ],
+    )
+
+
+def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], rows: list[Any]) -> None:
+    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
+    merge = {
+        "first_step": f"{least}(t.first_step, excluded.first_step)",
+        "min_value": f"{least}(t.min_value, excluded.min_value)",
+        "max_value": f"{greatest}(t.max_value, excluded.max_value)",
+        "count": "t.count + excluded.count",
+        # Read before last_step changes: every SET expression sees the old row.
+        "last_value": (
+            "CASE WHEN excluded.last_step >= t.last_step"
+            " THEN excluded.last_value ELSE t.last_value END"
+        ),
+        "last_step": f"{greatest}(t.last_step, excluded.last_step)",
+    }
+    quote = connection.ops.quote_name
+    updates = ", ".join(f"{quote(c)} = {merge[c]}" for c in columns if c not in key)
+    row = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    with connection.cursor() as cursor:
+        for i in range(0, len(rows), UPSERT_ROWS):
+            chunk = rows[i : i + UPSERT_ROWS]
+            cursor.execute(
+                f"INSERT INTO {quote(table)} AS t ({', '.join(quote(c) for c in columns)}) "
+                f"VALUES {', '.join([row] * len(chunk))} "
+                f"ON CONFLICT ({', '.join(quote(c) for c in key)}) DO UPDATE SET {updates}",
+                [value for r in chunk for value in r],
+            )
 
 
 def ingest_logs(

@@ -9,7 +9,6 @@ from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import (
-    OpenApiParameter,
     OpenApiResponse,
     extend_schema,
     inline_serializer,
@@ -34,7 +33,6 @@ from trainhub.jobs.services import (
 )
 from trainhub.jobs.spec import JobSpecSerializer, parse_job_spec
 from trainhub.scheduling.preview import Preview, preview_submission
-from trainhub.telemetry.selectors import log_lines, metric_series
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_submit, can_view_team
 
@@ -44,6 +42,7 @@ from ..serializers.jobs import (
     JobSerializer,
     ScaleRequestSerializer,
 )
+from .job_telemetry import JobTelemetryMixin
 
 ErrorResponse = inline_serializer("Error", {"detail": serializers.CharField()})
 
@@ -59,26 +58,7 @@ class SubmitPreview(serializers.Serializer[Preview]):
     )
 
 
-MetricsResponse = inline_serializer(
-    "MetricSeries",
-    {
-        "series": serializers.DictField(
-            child=serializers.ListField(
-                child=inline_serializer(
-                    "MetricPoint",
-                    {
-                        "step": serializers.IntegerField(),
-                        "value": serializers.FloatField(),
-                        "time": serializers.DateTimeField(),
-                    },
-                )
-            )
-        )
-    },
-)
-
-
-class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+class JobViewSet(mixins.CreateModelMixin, JobTelemetryMixin, viewsets.ReadOnlyModelViewSet):
     """Training jobs of the teams you belong to."""
 
     serializer_class = JobSerializer
@@ -190,39 +170,11 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return _cap_response(exc)
         return Response(self._body(new, request), status=status.HTTP_201_CREATED)
 
-    @extend_schema(
-        parameters=[OpenApiParameter("name", str, many=True, description="Only these metrics")],
-        responses={200: MetricsResponse},
-    )
-    @action(detail=True, methods=["get"], filter_backends=[])
-    def metrics(self, request: Request, pk: str | None = None) -> Response:
-        job = self.get_object()
-        names = request.query_params.getlist("name")
-        if any("\x00" in name for name in names):
-            raise serializers.ValidationError({"name": ["Null characters are not allowed."]})
-        return Response({"series": metric_series(job, names)})
-
     @extend_schema(responses={200: JobEventSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def events(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         return Response(JobEventSerializer(job.events.all(), many=True).data)
-
-    @extend_schema(
-        parameters=[OpenApiParameter("after", int, description="Only lines after this id")],
-        responses={
-            200: inline_serializer(
-                "LogPage", {"lines": serializers.ListField(child=serializers.DictField())}
-            )
-        },
-    )
-    @action(detail=True, methods=["get"], filter_backends=[])
-    def logs(self, request: Request, pk: str | None = None) -> Response:
-        job = self.get_object()
-        after = request.query_params.get("after", "0")
-        if not (after.isascii() and after.isdigit()):
-            raise serializers.ValidationError({"after": ["Expected a non-negative integer."]})
-        return Response({"lines": log_lines(job, after_id=int(after))})
 
 
 def _dry_run(request: Request) -> bool:
