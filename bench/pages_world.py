@@ -266,7 +266,7 @@ def _tasks(jobs: Any, nodes: list[Any], now: datetime, rng: random.Random) -> li
 
 
 def _events(jobs: Any, measured: Any, now: datetime, rng: random.Random) -> int:
-    """Submitted, then each state change, a few checkpoints; the measured job 300 more."""
+    """Submitted, then each state change, maybe a checkpoint; the measured job 300 more."""
     from trainhub.jobs.choices import JobState
     from trainhub.jobs.models import JobEvent
 
@@ -283,13 +283,14 @@ def _events(jobs: Any, measured: Any, now: datetime, rng: random.Random) -> int:
         add(job, t, "state", from_state=JobState.PENDING, to_state=JobState.STARTING)
         t += timedelta(seconds=20)
         add(job, t, "state", from_state=JobState.STARTING, to_state=JobState.RUNNING)
-        for k in range(rng.randint(0, 3)):
+        for k in range(rng.choice([0, 0, 0, 1, 2])):
             add(job, t + timedelta(minutes=5 * (k + 1)), "checkpoint", reason=f"saved {k + 1}")
         if job.finished_at:
             add(job, job.finished_at, "state", from_state=JobState.RUNNING, to_state=job.state)
+    # 20 hours of growing, shrinking, restarts and preemption checkpoints.
     start = now - timedelta(hours=20)
     for k in range(300):
-        kind = "checkpoint" if k % 3 else "rescale"
+        kind = "checkpoint" if k % 50 == 0 else ("rescale", "scale", "restart")[k % 3]
         add(measured, start + timedelta(minutes=4 * k), kind, reason=f"{kind} {k}")
     JobEvent.objects.bulk_create(events, batch_size=5000)
     return len(events)
