@@ -151,7 +151,7 @@ def main() -> None:
         django.setup()
         connections["default"].close()
         connections["default"].settings_dict["NAME"] = name
-        print(json.dumps(run(args), indent=1), flush=True)
+        print(json.dumps(run(args)), flush=True)
         connections["default"].close()
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
