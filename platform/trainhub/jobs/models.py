@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Team
@@ -98,6 +99,15 @@ class Task(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["job", "role", "index"], name="unique_task_slot")
         ]
+        indexes = [
+            # What runs now (node loads, team usage, the scheduler's snapshot) is a few
+            # hundred rows among every task that ever ran: read them without a full scan.
+            models.Index(
+                fields=["node", "job"],
+                condition=Q(state__in=[TaskState.ASSIGNED, TaskState.RUNNING]),  # TASK_ACTIVE
+                name="jobs_task_active",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.job_id}/{self.role}-{self.index}"
@@ -122,6 +132,8 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["time", "id"]
+        # The dashboard's recent events: the newest of all, read backwards.
+        indexes = [models.Index(fields=["time", "id"], name="jobs_jobevent_time_id")]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.kind} {self.from_state}->{self.to_state}"

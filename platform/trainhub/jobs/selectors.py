@@ -6,9 +6,10 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Func, IntegerField, QuerySet, Sum
 
 from ps_runtime.agent.protocol import DEFAULT_STOP_GRACE_SECONDS, DesiredTask, DesiredTasks
 from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
@@ -105,12 +106,47 @@ def _desired_task(task: Task, cluster: ClusterSpec) -> DesiredTask:
 # What the dashboard and the node pages read (one query each, whatever the cluster's size).
 
 
+class JSONArrayLength(Func):
+    """The length of a JSON array column, in SQL (PostgreSQL's jsonb, SQLite's JSON1)."""
+
+    function = "JSON_ARRAY_LENGTH"
+    output_field = IntegerField()
+
+    def as_postgresql(
+        self, compiler: Any, connection: Any, **extra_context: Any
+    ) -> tuple[str, Any]:
+        return self.as_sql(compiler, connection, function="JSONB_ARRAY_LENGTH", **extra_context)
+
+
 @dataclass(frozen=True)
 class NodeLoad:
-    """What the active tasks on one node hold, and how many there are."""
+    """What some active tasks (those on one node, of one team...) hold, and how many."""
 
     held: Resources
     tasks: int
+
+
+def loads_by(tasks: QuerySet[Task], *keys: str) -> dict[tuple[Any, ...], NodeLoad]:
+    """What `tasks` hold, summed by the database for each value of `keys` (fields or
+    lookups such as `job__team_id`): one row per group, so the cost does not grow with
+    the number of tasks on the Python side."""
+    rows = (
+        tasks.order_by()
+        .values_list(*keys)
+        .annotate(
+            cpu_held=Sum("cpu"),
+            memory_held=Sum("memory_mb"),
+            gpus_held=Sum(JSONArrayLength("gpu_indices")),
+            tasks_held=Count("id"),
+        )
+    )
+    n = len(keys)
+    return {
+        tuple(row[:n]): NodeLoad(
+            Resources(float(row[n] or 0), int(row[n + 1] or 0), int(row[n + 2] or 0)), row[n + 3]
+        )
+        for row in rows
+    }
 
 
 def node_loads(node_ids: Iterable[int] | None = None) -> dict[int, NodeLoad]:
@@ -118,14 +154,7 @@ def node_loads(node_ids: Iterable[int] | None = None) -> dict[int, NodeLoad]:
     tasks = Task.objects.filter(state__in=TASK_ACTIVE, node__isnull=False)
     if node_ids is not None:
         tasks = tasks.filter(node_id__in=list(node_ids))
-    held: dict[int, Resources] = defaultdict(Resources)
-    count: dict[int, int] = defaultdict(int)
-    for node_id, cpu, memory_mb, gpus in tasks.values_list(
-        "node_id", "cpu", "memory_mb", "gpu_indices"
-    ):
-        held[node_id] += Resources(cpu, memory_mb, len(gpus or []))
-        count[node_id] += 1
-    return {node_id: NodeLoad(held[node_id], count[node_id]) for node_id in held}
+    return {node_id: load for (node_id,), load in loads_by(tasks, "node_id").items()}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from trainhub.tenancy.resources import RESOURCE_NAMES, Resources
 from .choices import JOB_ACTIVE, TASK_ACTIVE
 from .jobspec import JobSpec
 from .models import Job, Task
+from .selectors import loads_by
 
 
 def job_request(spec: JobSpec, workers: int | None = None) -> Resources:
@@ -50,12 +51,22 @@ def held_by(team_ids: Iterable[int] | None = None) -> dict[int, dict[str, Resour
     tasks = Task.objects.filter(state__in=TASK_ACTIVE)
     if team_ids is not None:
         tasks = tasks.filter(job__team_id__in=list(team_ids))
-    held: dict[int, dict[str, Resources]] = defaultdict(lambda: defaultdict(Resources))
-    for team_id, priority, cpu, memory_mb, gpus in tasks.values_list(
-        "job__team_id", "job__priority", "cpu", "memory_mb", "gpu_indices"
-    ):
-        held[team_id][priority] += Resources(cpu, memory_mb, len(gpus or []))
+    held: dict[int, dict[str, Resources]] = defaultdict(dict)
+    for (team_id, priority), load in loads_by(tasks, "job__team_id", "job__priority").items():
+        held[team_id][priority] = load.held
     return held
+
+
+def requested_by(team_ids: Iterable[int]) -> dict[int, dict[str, Resources]]:
+    """What each team's active jobs request at their target size, by priority."""
+    requested: dict[int, dict[str, Resources]] = defaultdict(lambda: defaultdict(Resources))
+    for team_id, priority, spec, target in (
+        Job.objects.filter(team_id__in=list(team_ids), state__in=JOB_ACTIVE)
+        .order_by()
+        .values_list("team_id", "priority", "spec", "target_workers")
+    ):
+        requested[team_id][priority] += job_request(JobSpec.from_dict(spec), target)
+    return requested
 
 
 @dataclass(frozen=True)
@@ -67,12 +78,17 @@ class QuotaUsage:
     borrowed: Resources
     lent: Resources
     held_by_priority: dict[str, Resources] = field(default_factory=dict)
+    # Empty when asked for without it (`quota_usage(..., requested=False)`).
     requested_by_priority: dict[str, Resources] = field(default_factory=dict)
 
 
-def quota_usage(team_ids: Iterable[int]) -> dict[int, QuotaUsage]:
+def quota_usage(team_ids: Iterable[int], *, requested: bool = True) -> dict[int, QuotaUsage]:
     """Usage of these teams. Lending is shared out over every team's idle nominal quota
-    (up to its lending limit) in proportion, so it needs the whole cluster's picture."""
+    (up to its lending limit) in proportion, so it needs the whole cluster's picture.
+
+    `requested=False` leaves `requested_by_priority` empty: it reads and parses the spec of
+    every active job of these teams, which a page that shows only what is held (the
+    dashboard) does not need."""
     wanted = list(team_ids)
     quotas = {q.team_id: q for q in Quota.objects.all()}
     held = held_by()
@@ -104,11 +120,7 @@ def quota_usage(team_ids: Iterable[int]) -> dict[int, QuotaUsage]:
             share.append(part)
         return Resources(share[0], round(share[1]), round(share[2]))
 
-    requested: dict[int, dict[str, Resources]] = defaultdict(lambda: defaultdict(Resources))
-    for team_id, priority, spec, target in Job.objects.filter(
-        team_id__in=wanted, state__in=JOB_ACTIVE
-    ).values_list("team_id", "priority", "spec", "target_workers"):
-        requested[team_id][priority] += job_request(JobSpec.from_dict(spec), target)
+    asked = requested_by(wanted) if requested else {}
 
     result = {}
     for t in wanted:
@@ -119,6 +131,6 @@ def quota_usage(team_ids: Iterable[int]) -> dict[int, QuotaUsage]:
             borrowed=borrowed.get(t, Resources()),
             lent=lent_by(t),
             held_by_priority=dict(held.get(t, {})),
-            requested_by_priority=dict(requested.get(t, {})),
+            requested_by_priority=dict(asked.get(t, {})),
         )
     return result

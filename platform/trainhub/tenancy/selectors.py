@@ -12,7 +12,9 @@ def role_in(user: Any, team: Team) -> Role | None:
     """The user's role in the team, or None when not a member."""
     if not getattr(user, "is_authenticated", False):
         return None
-    role = Membership.objects.filter(team=team, user=user).values_list("role", flat=True).first()
+    roles = Membership.objects.filter(team=team, user=user).values_list("role", flat=True)
+    # One row at most (team and user are unique together): unordered, so no join on users.
+    role = next(iter(roles.order_by()[:1]), None)
     return Role(role) if role else None
 
 

@@ -158,9 +158,10 @@ def test_the_body_alone_is_the_htmx_fragment_that_refreshes_itself(
 
 # Queries: pinned, and independent of how big the cluster is.
 
-# Session, user; teams; nodes, their loads; usage (quotas, held, requested); the queue
-# (count, reasons); running jobs (a page of them, their count); events.
-ADMIN_QUERIES = 13
+# Session, user; teams; nodes, their loads; usage (quotas, held: not what the jobs
+# request, which the dashboard does not show); the queue (count, reasons); running jobs
+# (a page of them, their count); events.
+ADMIN_QUERIES = 12
 MEMBER_QUERIES = ADMIN_QUERIES + 1  # the navigation asks whether the user may submit
 
 

@@ -48,8 +48,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         "section": "dashboard",
         "cluster": cluster,
+        # Held, borrowed and lent only: what the jobs request is for the team page.
         "teams": team_usage(
-            teams, quota_usage(t.pk for t in teams), gpus_in_cluster=cluster.gpus > 0
+            teams,
+            quota_usage((t.pk for t in teams), requested=False),
+            gpus_in_cluster=cluster.gpus > 0,
         ),
         "queue": pending_summary(jobs),
         "running": list(
