@@ -234,6 +234,7 @@ class Agent:
         live = self.supervisor.live_pids()
         return Heartbeat(
             usage=self.sampler.sample(),
+            gpus=tuple(self.sampler.gpus()),
             tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
         )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ps_runtime.agent.gpus import GpuInfo, query_gpus
+from ps_runtime.agent.gpus import GpuInfo, GpuUsage, query_gpu_usage, query_gpus
 
 PROC = Path("/proc")
 
@@ -113,7 +113,8 @@ def _read_cpu_times(proc: Path) -> tuple[int, int]:
 
 
 class UsageSampler:
-    """CPU percent since the previous sample (all node CPUs) and memory in use."""
+    """CPU percent since the previous sample (all node CPUs), memory in use, and each
+    GPU's utilization and memory in use."""
 
     def __init__(self, proc: Path = PROC) -> None:
         self._proc = proc
@@ -135,3 +136,6 @@ class UsageSampler:
             "cpu_percent": self.cpu_percent(),
             "memory_used_mb": memory_used_mb(self._proc),
         }
+
+    def gpus(self) -> list[GpuUsage]:
+        return query_gpu_usage()

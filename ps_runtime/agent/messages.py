@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_number, as_str, join
+from ps_runtime.agent.gpus import GpuUsage
 
 
 class MessageKind(StrEnum):
@@ -68,16 +69,18 @@ class LiveTask:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Node usage and live task processes; every 5 s and on connect."""
+    """Node usage, each GPU's load and live task processes; every 5 s and on connect."""
 
     KIND: ClassVar[MessageKind] = MessageKind.HEARTBEAT
     usage: Mapping[str, float] = field(default_factory=dict)
     tasks: tuple[LiveTask, ...] = ()
+    gpus: tuple[GpuUsage, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "type": self.KIND.value,
             "usage": dict(self.usage),
+            "gpus": [dict(g) for g in self.gpus],
             "tasks": [
                 {"id": t.task.id, "attempt": t.task.attempt, "pid": t.pid} for t in self.tasks
             ],
@@ -90,9 +93,20 @@ class Heartbeat:
         for i, item in enumerate(fields.items("tasks")):
             entry = JsonObject(item, join(fields.at("tasks"), i))
             live.append(LiveTask(_task_key(entry), entry.integer("pid", minimum=1)))
+        gpus = []
+        for i, item in enumerate(fields.items("gpus")):
+            entry = JsonObject(item, join(fields.at("gpus"), i))
+            gpus.append(
+                GpuUsage(
+                    index=entry.integer("index", minimum=0),
+                    utilization_percent=float(entry.number("utilization_percent", minimum=0)),
+                    memory_used_mb=entry.integer("memory_used_mb", minimum=0),
+                )
+            )
         return cls(
             usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
             tasks=tuple(live),
+            gpus=tuple(gpus),
         )
 
 
