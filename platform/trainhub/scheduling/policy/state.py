@@ -89,6 +89,8 @@ class CycleState:
                     cpu[pos] -= res.cpu
                     mem[pos] -= res.memory_mb
                     gpu[pos] -= res.gpu
+                    if res.gpu > 0:
+                        cap.hold_model(pos, res)
                 if t.role == WORKER and t.index > top_worker:
                     top_worker = t.index
                 if t.stopping:
