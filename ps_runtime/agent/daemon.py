@@ -235,6 +235,7 @@ class Agent:
         return Heartbeat(
             usage=self.sampler.sample(),
             gpus=tuple(self.sampler.gpus()),
+            ports_in_use=tuple(self.sampler.ports_in_use()),
             tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
         )
 

@@ -52,6 +52,8 @@ def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
     usage: dict[str, Any] = dict(heartbeat.usage)
     if heartbeat.gpus:
         usage["gpus"] = [dict(g) for g in heartbeat.gpus]
+    if heartbeat.ports_in_use:
+        usage["ports_in_use"] = list(heartbeat.ports_in_use)
     record_heartbeat(node_id=node_id, usage=usage, now=now)
     settle_unstarted_tasks(
         node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now

@@ -42,7 +42,8 @@ class ClusterView:
 
     snapshot: policy.Snapshot
     nodes: dict[int, Node]
-    # Per node: ports and GPU indices held by active tasks.
+    # Per node: ports held by active tasks or reported taken by the node; GPU indices held
+    # by active tasks.
     used_ports: dict[int, set[int]]
     used_gpus: dict[int, set[int]]
     _jobs: dict[int, Job] = field(default_factory=dict)
@@ -70,6 +71,12 @@ def _resources(asked: ResourceSpec) -> policy.Resources:
             float(asked.cpu), float(asked.memory_mb), float(asked.gpu), asked.gpu_model
         )
     return policy.Resources(float(asked.cpu), float(asked.memory_mb), float(asked.gpu))
+
+
+def ports_in_use(node: Node) -> set[int]:
+    """The TCP ports the node's last heartbeat reported listened on."""
+    reported = (node.usage or {}).get("ports_in_use") or []
+    return {p for p in reported if isinstance(p, int) and not isinstance(p, bool)}
 
 
 def gpu_models(node: Node) -> dict[int, str]:
@@ -182,6 +189,10 @@ def read_cluster(now: datetime) -> ClusterView:
     used_ports: dict[int, set[int]] = defaultdict(set)
     used_gpus: dict[int, set[int]] = defaultdict(set)
     models = {pk: gpu_models(n) for pk, n in nodes.items()}
+    for pk, n in nodes.items():
+        # Ports the node's agent saw taken (by anything: other services, another agent's
+        # tasks on the same host); a task never gets one of them.
+        used_ports[pk].update(ports_in_use(n))
     active = Task.objects.filter(state__in=TASK_ACTIVE, node__isnull=False).order_by(
         "job_id", "role", "index"
     )

@@ -166,6 +166,7 @@ MESSAGES: list[AgentMessage] = [
     Heartbeat(
         usage={"cpu_percent": 3.0},
         gpus=({"index": 0, "utilization_percent": 87.0, "memory_used_mb": 61234},),
+        ports_in_use=(8080, 24000),
     ),
     TaskStatus(KEY, ReportedState.RUNNING),
     TaskStatus(KEY, ReportedState.FAILED, 137, "killed by SIGKILL"),
@@ -232,6 +233,9 @@ NAN, INF = float("nan"), float("inf")
             "an integer",
         ),
         ({"type": "heartbeat", "tasks": [{"id": 1, "pid": 5}]}, "tasks[0].attempt", "is required"),
+        ({"type": "heartbeat", "ports_in_use": [80, 70000]}, "ports_in_use[1]", "<= 65535"),
+        ({"type": "heartbeat", "ports_in_use": [True]}, "ports_in_use[0]", "an integer"),
+        ({"type": "heartbeat", "ports_in_use": [0]}, "ports_in_use[0]", ">= 1"),
         (
             {"type": "heartbeat", "gpus": [{"index": 0, "utilization_percent": NAN}]},
             "gpus[0].utilization_percent",
