@@ -139,14 +139,16 @@ def query_gpus(binary: str = "nvidia-smi", *, reader: NvmlReader | None = None) 
 
 
 def query_gpu_usage(
-    binary: str = "nvidia-smi", *, reader: NvmlReader | None = None
+    binary: str = "nvidia-smi", *, reader: NvmlReader | None = None, timeout: float = 3.0
 ) -> list[GpuUsage]:
-    """Per-GPU utilization and memory in use, from the same sources as `query_gpus`."""
+    """Per-GPU utilization and memory in use, from the same sources as `query_gpus`; a
+    hung `nvidia-smi` costs one heartbeat at most `timeout` seconds (it runs off the
+    agent's event loop)."""
     reader = reader or nvml_reader()
     if reader is not None:
         try:
             return reader.usage()
         except Exception as exc:
             logger.warning("NVML failed: %s; trying nvidia-smi", exc)
-    output = run_nvidia_smi(binary)
+    output = run_nvidia_smi(binary, timeout)
     return [] if output is None else parse_nvidia_smi_usage(output)
