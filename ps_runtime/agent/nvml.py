@@ -47,15 +47,24 @@ class NvmlReader:
         ]
 
     def usage(self) -> list[GpuUsage]:
-        """Utilization (percent of the last sample period) and memory in use of each GPU."""
-        return [
-            GpuUsage(
-                index=index,
-                utilization_percent=float(self._nvml.nvmlDeviceGetUtilizationRates(handle).gpu),
-                memory_used_mb=int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used) // MIB,
+        """Utilization (percent of the last sample period) and memory in use of each GPU;
+        a GPU that cannot say (NVML_ERROR_NOT_SUPPORTED, e.g. under MIG) is left out."""
+        usage: list[GpuUsage] = []
+        for index, handle in self._handles():
+            try:
+                rates = self._nvml.nvmlDeviceGetUtilizationRates(handle)
+                memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
+            except self._nvml.NVMLError as exc:
+                logger.debug("no usage for GPU %d: %s", index, exc)
+                continue
+            usage.append(
+                GpuUsage(
+                    index=index,
+                    utilization_percent=float(rates.gpu),
+                    memory_used_mb=int(memory.used) // MIB,
+                )
             )
-            for index, handle in self._handles()
-        ]
+        return usage
 
 
 def load(module: str = "pynvml") -> NvmlReader | None:

@@ -54,6 +54,8 @@ class FakeNvml:
         return types.SimpleNamespace(**handle["memory"])
 
     def nvmlDeviceGetUtilizationRates(self, handle: dict[str, Any]) -> types.SimpleNamespace:
+        if handle.get("utilization") is None:
+            raise NVMLError("Not Supported")
         return types.SimpleNamespace(**handle["utilization"])
 
 
@@ -95,6 +97,14 @@ def test_h100_with_bytes_strings() -> None:
         (3.0, 531),
         (0.0, 531),
     ]
+
+
+def test_a_gpu_without_utilization_is_left_out_of_usage_only() -> None:
+    recorded = _recorded("nvml_3xh100.json")
+    recorded["devices"][1]["utilization"] = None  # NVML_ERROR_NOT_SUPPORTED, as under MIG
+    reader = nvml.NvmlReader(FakeNvml(recorded))
+    assert len(reader.gpus()) == 3
+    assert [u["index"] for u in reader.usage()] == [0, 2]
 
 
 def test_load_without_pynvml_is_none() -> None:
