@@ -142,6 +142,7 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
             cpu=r.resources.cpu,
             memory_mb=r.resources.memory_mb,
             gpu=r.resources.gpu,
+            gpu_model=policy.gpu_model_of(r.resources) or "",
             created_at=datetime.fromtimestamp(r.created_at, tz=timezone.get_current_timezone()),
         )
         for r in d.reservations

@@ -231,7 +231,9 @@ def read_cluster(now: datetime) -> ClusterView:
         policy.Reservation(
             job_id=r.job_id,
             node_id=r.node_id,
-            resources=policy.Resources(r.cpu, r.memory_mb, r.gpu),
+            resources=policy.ModelResources(r.cpu, r.memory_mb, r.gpu, r.gpu_model)
+            if r.gpu_model and r.gpu > 0
+            else policy.Resources(r.cpu, r.memory_mb, r.gpu),
             created_at=r.created_at.timestamp(),
         )
         for r in Reservation.objects.order_by("job_id", "node_id")

@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 from trainhub.jobs.models import Job, Task
 from trainhub.nodes.models import Node as NodeModel
+from trainhub.scheduling.models import Reservation
 from trainhub.scheduling.policy import (
     PENDING,
     WORKER,
@@ -25,6 +26,7 @@ from trainhub.scheduling.policy import (
     Job as PolicyJob,
 )
 from trainhub.scheduling.services import run_cycle
+from trainhub.scheduling.snapshot import read_cluster
 from trainhub.tenancy.choices import Role
 
 from ..factories import make_job, make_node, make_team, make_user
@@ -151,3 +153,30 @@ def test_a_waiting_model_job_says_which_model(mixed: dict[str, Any]) -> None:
     second.refresh_from_db()
     assert second.state == "pending"
     assert f"no node has 1 free {H100} GPUs" in second.pending_reason
+
+
+def test_capacity_reclaimed_for_a_model_job_is_reserved_as_that_model() -> None:
+    nodes = (Node(1, Resources(16, 64000, 2), gpu_models={A100: 2}),)
+    teams = (Team("a", Resources(16, 64000, 0)), Team("b", Resources(16, 64000, 2)))
+    first = Snapshot(0.0, nodes, teams, (replace(_job(1, 2, None), team="a"),))
+    snap = apply(first, schedule(first), 0.0)
+    owner = replace(_job(2, 2, A100), team="b", submit_time=1.0)
+    d = schedule(replace(snap, now=1.0, jobs=(*snap.jobs, owner)))
+    assert [p.job_id for p in d.preemptions] == [1]
+    [reserved] = d.reservations
+    assert reserved.job_id == 2 and reserved.resources == ModelResources(2, 1000, 2, A100)
+
+
+def test_a_stored_reservation_keeps_its_model(mixed: dict[str, Any]) -> None:
+    job = _gpu_job(mixed["alice"], "a100", 2, A100)
+    Reservation.objects.create(
+        job=job,
+        node=mixed["mixed"],
+        cpu=1,
+        memory_mb=512,
+        gpu=2,
+        gpu_model=A100,
+        created_at=timezone.now(),
+    )
+    [reserved] = read_cluster(timezone.now()).snapshot.reservations
+    assert reserved.resources == ModelResources(1, 512, 2, A100)
