@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import traceback
@@ -33,10 +34,13 @@ def serve(env: TaskEnvironment) -> int:
     except RuntimeError as e:
         if "bind" not in str(e).lower():
             raise
+        port_text = bind.rpartition(":")[2]
         raise TaskEnvError(
-            f"cannot listen on {bind}: the port is in use on this node. TrainHub hands "
-            "task ports out of TRAINHUB_TASK_PORT_MIN..MAX (a server setting); keep that "
-            "range free of other services"
+            f"cannot listen on {bind}: the port is in use on node {socket.gethostname()} "
+            f"(port {port_text}, taken by another process). The node's agent reports the "
+            "ports in use, so the next attempt gets another one; TrainHub hands task ports "
+            "out of TRAINHUB_TASK_PORT_MIN..MAX (a server setting): keep that range free "
+            "of other services"
         ) from e
     stop = threading.Event()
 

@@ -181,7 +181,7 @@ class Agent:
 
     async def _session(self, ws: ClientConnection) -> None:
         self._reconcile_now.set()
-        await ws.send(json.dumps(self._heartbeat().to_wire()))
+        await ws.send(json.dumps((await asyncio.to_thread(self._heartbeat)).to_wire()))
         tasks = [
             asyncio.create_task(self._receive_loop(ws)),
             asyncio.create_task(self._send_loop(ws)),
@@ -228,12 +228,14 @@ class Agent:
     async def _heartbeat_loop(self, ws: ClientConnection) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_interval)
-            await ws.send(json.dumps(self._heartbeat().to_wire()))
+            await ws.send(json.dumps((await asyncio.to_thread(self._heartbeat)).to_wire()))
 
     def _heartbeat(self) -> Heartbeat:
         live = self.supervisor.live_pids()
         return Heartbeat(
             usage=self.sampler.sample(),
+            gpus=tuple(self.sampler.gpus()),
+            ports_in_use=tuple(self.sampler.ports_in_use()),
             tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
         )
 

@@ -9,9 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ps_runtime.agent.gpus import GpuInfo, query_gpus
+from ps_runtime.agent.gpus import GpuInfo, GpuUsage, query_gpu_usage, query_gpus
 
 PROC = Path("/proc")
+TCP_LISTEN = "0A"  # the `st` column of /proc/net/tcp for a listening socket
+# Task ports are never privileged; the bound keeps a heartbeat small on a busy host.
+MIN_REPORTED_PORT = 1024
+MAX_REPORTED_PORTS = 1024
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,29 @@ def memory_used_mb(proc: Path = PROC) -> int:
     total = info.get("MemTotal", 0)
     available = info.get("MemAvailable", info.get("MemFree", 0))
     return max(0, total - available) // 1024
+
+
+def listening_ports(proc: Path = PROC) -> list[int]:
+    """TCP ports (>= 1024) some process on the node listens on, IPv4 and IPv6, sorted;
+    at most `MAX_REPORTED_PORTS` of them (the lowest)."""
+    ports: set[int] = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (proc / "net" / name).read_text().splitlines()[1:]
+        except OSError:  # no IPv6, or /proc/net hidden
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != TCP_LISTEN:
+                continue
+            _, _, port = fields[1].rpartition(":")
+            try:
+                number = int(port, 16)
+            except ValueError:
+                continue
+            if number >= MIN_REPORTED_PORT:
+                ports.add(number)
+    return sorted(ports)[:MAX_REPORTED_PORTS]
 
 
 def guess_address(server_url: str | None = None) -> str:
@@ -113,7 +140,8 @@ def _read_cpu_times(proc: Path) -> tuple[int, int]:
 
 
 class UsageSampler:
-    """CPU percent since the previous sample (all node CPUs) and memory in use."""
+    """CPU percent since the previous sample (all node CPUs), memory in use, each GPU's
+    utilization and memory in use, and the TCP ports in use on the node."""
 
     def __init__(self, proc: Path = PROC) -> None:
         self._proc = proc
@@ -135,3 +163,9 @@ class UsageSampler:
             "cpu_percent": self.cpu_percent(),
             "memory_used_mb": memory_used_mb(self._proc),
         }
+
+    def gpus(self) -> list[GpuUsage]:
+        return query_gpu_usage()
+
+    def ports_in_use(self) -> list[int]:
+        return listening_ports(self._proc)

@@ -15,7 +15,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
-from ps_runtime.agent.fields import JsonObject, ProtocolError, as_number, as_str, join
+from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_number, as_str, join
+from ps_runtime.agent.gpus import GpuUsage
 
 
 class MessageKind(StrEnum):
@@ -50,6 +51,17 @@ class TaskKey(NamedTuple):
     attempt: int
 
 
+MAX_PORT = 65535
+
+
+def as_port(value: object, path: str) -> int:
+    """A TCP port number, 1 to 65535."""
+    port = as_int(value, path, minimum=1)
+    if port > MAX_PORT:
+        raise ProtocolError(f"{path} must be a port number <= {MAX_PORT}, got {port}")
+    return port
+
+
 def _task_key(fields: JsonObject) -> TaskKey:
     return TaskKey(fields.integer("id"), fields.integer("attempt", minimum=0))
 
@@ -68,16 +80,21 @@ class LiveTask:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Node usage and live task processes; every 5 s and on connect."""
+    """Node usage, each GPU's load, the TCP ports listened on, and live task processes;
+    every 5 s and on connect."""
 
     KIND: ClassVar[MessageKind] = MessageKind.HEARTBEAT
     usage: Mapping[str, float] = field(default_factory=dict)
     tasks: tuple[LiveTask, ...] = ()
+    gpus: tuple[GpuUsage, ...] = ()
+    ports_in_use: tuple[int, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "type": self.KIND.value,
             "usage": dict(self.usage),
+            "gpus": [dict(g) for g in self.gpus],
+            "ports_in_use": list(self.ports_in_use),
             "tasks": [
                 {"id": t.task.id, "attempt": t.task.attempt, "pid": t.pid} for t in self.tasks
             ],
@@ -90,9 +107,24 @@ class Heartbeat:
         for i, item in enumerate(fields.items("tasks")):
             entry = JsonObject(item, join(fields.at("tasks"), i))
             live.append(LiveTask(_task_key(entry), entry.integer("pid", minimum=1)))
+        gpus = []
+        for i, item in enumerate(fields.items("gpus")):
+            entry = JsonObject(item, join(fields.at("gpus"), i))
+            gpus.append(
+                GpuUsage(
+                    index=entry.integer("index", minimum=0),
+                    utilization_percent=float(entry.number("utilization_percent", minimum=0)),
+                    memory_used_mb=entry.integer("memory_used_mb", minimum=0),
+                )
+            )
+        ports = fields.at("ports_in_use")
         return cls(
             usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
             tasks=tuple(live),
+            gpus=tuple(gpus),
+            ports_in_use=tuple(
+                as_port(p, join(ports, i)) for i, p in enumerate(fields.items("ports_in_use"))
+            ),
         )
 
 

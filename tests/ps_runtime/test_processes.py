@@ -206,3 +206,4 @@ def test_task_on_a_taken_port_says_what_to_do() -> None:
         )
     assert done.returncode == 1
     assert f"cannot listen on {address}: the port is in use" in done.stderr
+    assert f"on node {socket.gethostname()} (port {address.rpartition(':')[2]}" in done.stderr

@@ -9,7 +9,7 @@ events that the live feed turns into pushes.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import assert_never
+from typing import Any, assert_never
 
 from ps_runtime.agent.protocol import (
     Heartbeat,
@@ -49,7 +49,12 @@ def handle_message(*, node_id: int, message: object, now: datetime) -> None:
 
 
 def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
-    record_heartbeat(node_id=node_id, usage=dict(heartbeat.usage), now=now)
+    usage: dict[str, Any] = dict(heartbeat.usage)
+    if heartbeat.gpus:
+        usage["gpus"] = [dict(g) for g in heartbeat.gpus]
+    if heartbeat.ports_in_use:
+        usage["ports_in_use"] = list(heartbeat.ports_in_use)
+    record_heartbeat(node_id=node_id, usage=usage, now=now)
     settle_unstarted_tasks(
         node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
     )

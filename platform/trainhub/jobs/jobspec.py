@@ -28,19 +28,23 @@ DEFAULT_PRIORITY = "normal"
 
 @dataclass(frozen=True, slots=True)
 class ResourceSpec:
-    """What one task of a role asks for."""
+    """What one task of a role asks for; `gpu_model` (workers only) restricts its GPUs to
+    that model, as the nodes report it (e.g. "NVIDIA A100-SXM4-80GB")."""
 
     cpu: float = 1.0
     memory_mb: int = 1024
     gpu: int = 0
+    gpu_model: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ResourceSpec:
         data = data or {}
+        model = data.get("gpu_model")
         return cls(
             cpu=float(data.get("cpu", 1.0)),
             memory_mb=int(data.get("memory_mb", 1024)),
             gpu=int(data.get("gpu", 0)),
+            gpu_model=None if model is None else str(model),
         )
 
 
@@ -113,9 +117,13 @@ class JobSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document stored in `Job.spec` and shown by the API. Coordinator and PS
-        resources carry no `gpu` (those roles never get GPUs)."""
+        resources carry no `gpu` (those roles never get GPUs); `gpu_model` is there only
+        when set."""
         data = asdict(self)
         data["args"] = dict(self.args)
-        del data["parameter_servers"]["resources"]["gpu"]
-        del data["coordinator"]["resources"]["gpu"]
+        for role in ("parameter_servers", "coordinator"):
+            del data[role]["resources"]["gpu"]
+            del data[role]["resources"]["gpu_model"]
+        if self.workers.resources.gpu_model is None:
+            del data["workers"]["resources"]["gpu_model"]
         return data

@@ -41,12 +41,22 @@ class ResourcesSerializer(StrictSerializer):
     cpu = serializers.FloatField(min_value=0.1, max_value=1024, default=1.0)
     memory_mb = serializers.IntegerField(min_value=64, max_value=16 * 1024 * 1024, default=1024)
     gpu = serializers.IntegerField(min_value=0, max_value=64, default=0)
+    # A GPU model as the nodes report it; checked against the registered nodes.
+    gpu_model = serializers.CharField(max_length=200, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "gpu_model" in attrs and attrs.get("gpu", 0) < 1:
+            raise serializers.ValidationError(
+                {"gpu_model": ["A GPU model needs 'gpu' of at least 1."]}
+            )
+        return attrs
 
 
 class CpuResourcesSerializer(ResourcesSerializer):
     """Resources of roles that never get GPUs (coordinator, parameter servers)."""
 
     gpu = None  # type: ignore[assignment]
+    gpu_model = None  # type: ignore[assignment]
 
 
 class ParameterServersSerializer(StrictSerializer):
@@ -173,11 +183,37 @@ def _no_null_characters(data: Any) -> None:
         raise serializers.ValidationError("Null characters are not allowed.")
 
 
+def _check_gpu_model(model: str, gpu: int, node_gpus: list[Any]) -> None:
+    """Reject a GPU model that no node has `gpu` of."""
+    per_node = [sum(1 for g in gpus if g.get("model") == model) for gpus in node_gpus]
+    most = max(per_node, default=0)
+    if most >= gpu:
+        return
+    known = sorted({str(g.get("model")) for gpus in node_gpus for g in gpus})
+    if most == 0:
+        have = "no node has it; models: " + (", ".join(known) if known else "none registered")
+    else:
+        have = f"the most any node has is {most}"
+    raise serializers.ValidationError(
+        {
+            "workers": {
+                "resources": {
+                    "gpu_model": [f"{gpu} '{model}' GPUs per worker requested, but {have}."]
+                }
+            }
+        }
+    )
+
+
 def _check_fits_some_node(spec: JobSpec) -> None:
     """Reject requests that no registered node could ever hold."""
     largest = Node.objects.aggregate(cpu=Max("cpus"), memory=Max("memory_mb"))
-    max_gpus = max((len(n) for n in Node.objects.values_list("gpus", flat=True)), default=0)
+    node_gpus = list(Node.objects.values_list("gpus", flat=True))
+    max_gpus = max((len(n) for n in node_gpus), default=0)
     gpu = spec.workers.resources.gpu
+    model = spec.workers.resources.gpu_model
+    if model is not None:
+        _check_gpu_model(model, gpu, node_gpus)
     if gpu > max_gpus:
         raise serializers.ValidationError(
             {

@@ -24,12 +24,25 @@ from .snapshot import ClusterView
 
 
 class NodeSlots:
-    """Hands out the concrete ports and GPU indices that the policy only counts."""
+    """Hands out the concrete ports and GPU indices that the policy only counts.
+
+    GPUs of a given model go first (`claim_model_gpus`), so that tasks that take any GPU
+    cannot use up the model-bound tasks' GPUs: the policy counts both kinds, not indices.
+    """
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self.ports = view.used_ports
         self.gpus = view.used_gpus
+        self._claimed: dict[tuple[int, str, int], list[int]] = {}
+
+    def claim_model_gpus(self, job_id: int, t: policy.TaskPlacement) -> None:
+        """Choose now the GPUs of a task bound to a GPU model (others: no-op)."""
+        model = policy.gpu_model_of(t.resources)
+        if model is not None:
+            self._claimed[(job_id, t.role, t.index)] = self.gpu_indices(
+                t.node_id, int(t.resources.gpu), model
+            )
 
     def port(self, node_id: int) -> int:
         low, high = settings.TASK_PORT_RANGE
@@ -43,20 +56,29 @@ class NodeSlots:
         taken.add(port)
         return port
 
-    def gpu_indices(self, node_id: int, count: int) -> list[int]:
+    def gpu_indices(self, node_id: int, count: int, model: str | None = None) -> list[int]:
+        """`count` free GPU indices of the node, all of `model` when given."""
         if count <= 0:
             return []
         taken = self.gpus[node_id]
-        free = [g["index"] for g in self.view.nodes[node_id].gpus if g["index"] not in taken]
+        free = [
+            g["index"]
+            for g in self.view.nodes[node_id].gpus
+            if g["index"] not in taken and (model is None or g.get("model") == model)
+        ]
         if len(free) < count:
+            kind = "" if model is None else f" {model}"
             raise RuntimeError(
-                f"node {node_id} has {len(free)} free GPUs, the policy placed {count}"
+                f"node {node_id} has {len(free)} free{kind} GPUs, the policy placed {count}"
             )
         chosen = sorted(free)[:count]
         taken.update(chosen)
         return chosen
 
-    def placement(self, t: policy.TaskPlacement) -> Placement:
+    def placement(self, job_id: int, t: policy.TaskPlacement) -> Placement:
+        gpus = self._claimed.pop((job_id, t.role, t.index), None)
+        if gpus is None:
+            gpus = self.gpu_indices(t.node_id, int(t.resources.gpu))
         return Placement(
             role=TaskRole(t.role),
             index=t.index,
@@ -64,7 +86,7 @@ class NodeSlots:
             port=None if t.role == policy.COORDINATOR else self.port(t.node_id),
             cpu=t.resources.cpu,
             memory_mb=int(t.resources.memory_mb),
-            gpu_indices=self.gpu_indices(t.node_id, int(t.resources.gpu)),
+            gpu_indices=gpus,
             borrowed=t.borrowed,
         )
 
@@ -94,10 +116,19 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
         rescale_workers(job=view.job(job_id), add=[], stop=stop, now=now, why=items[0].reason)
     slots = NodeSlots(view)
     for s in d.starts:
-        place_job(job=view.job(s.job_id), now=now, placements=[slots.placement(t) for t in s.tasks])
+        for t in s.tasks:
+            slots.claim_model_gpus(s.job_id, t)
+    for a in d.add_workers:
+        slots.claim_model_gpus(a.job_id, a.task)
+    for s in d.starts:
+        place_job(
+            job=view.job(s.job_id),
+            now=now,
+            placements=[slots.placement(s.job_id, t) for t in s.tasks],
+        )
     growth: dict[int, list[Placement]] = defaultdict(list)
     for a in d.add_workers:
-        growth[a.job_id].append(slots.placement(a.task))
+        growth[a.job_id].append(slots.placement(a.job_id, a.task))
     for job_id, add in growth.items():
         job = view.job(job_id)
         why = "" if job.target_workers is not None else "growing into idle capacity"
@@ -111,6 +142,7 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
             cpu=r.resources.cpu,
             memory_mb=r.resources.memory_mb,
             gpu=r.resources.gpu,
+            gpu_model=policy.gpu_model_of(r.resources) or "",
             created_at=datetime.fromtimestamp(r.created_at, tz=timezone.get_current_timezone()),
         )
         for r in d.reservations

@@ -17,6 +17,8 @@ class Reservation(models.Model):
     cpu = models.FloatField()
     memory_mb = models.FloatField()
     gpu = models.FloatField()
+    # The model of the reserved GPUs (a worker's `resources.gpu_model`); "" for any.
+    gpu_model = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
 
     class Meta:

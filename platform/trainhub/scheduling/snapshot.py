@@ -7,7 +7,7 @@ this module is the only place that turns models into that data.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -42,7 +42,8 @@ class ClusterView:
 
     snapshot: policy.Snapshot
     nodes: dict[int, Node]
-    # Per node: ports and GPU indices held by active tasks.
+    # Per node: ports held by active tasks or reported taken by the node; GPU indices held
+    # by active tasks.
     used_ports: dict[int, set[int]]
     used_gpus: dict[int, set[int]]
     _jobs: dict[int, Job] = field(default_factory=dict)
@@ -65,7 +66,30 @@ def _limit(value: float | None) -> float:
 
 
 def _resources(asked: ResourceSpec) -> policy.Resources:
+    if asked.gpu_model is not None and asked.gpu > 0:
+        return policy.ModelResources(
+            float(asked.cpu), float(asked.memory_mb), float(asked.gpu), asked.gpu_model
+        )
     return policy.Resources(float(asked.cpu), float(asked.memory_mb), float(asked.gpu))
+
+
+def ports_in_use(node: Node) -> set[int]:
+    """The TCP ports the node's last heartbeat reported listened on."""
+    reported = (node.usage or {}).get("ports_in_use") or []
+    return {p for p in reported if isinstance(p, int) and not isinstance(p, bool)}
+
+
+def gpu_models(node: Node) -> dict[int, str]:
+    """The model of each of a node's GPUs, by index."""
+    return {int(g["index"]): str(g.get("model", "")) for g in node.gpus}
+
+
+def _held(cpu: float, mem: float, gpus: list[int], models: dict[int, str]) -> policy.Resources:
+    """What a placed task holds; GPUs all of one model are counted against that model."""
+    held = {models.get(i) for i in gpus}
+    if len(held) == 1 and None not in held:
+        return policy.ModelResources(cpu, mem, float(len(gpus)), held.pop())
+    return policy.Resources(cpu, mem, float(len(gpus)))
 
 
 def policy_config() -> policy.PolicyConfig:
@@ -87,6 +111,7 @@ def _node(node: Node, now: datetime) -> policy.Node:
         capacity=policy.Resources(float(node.cpus), float(node.memory_mb), float(len(node.gpus))),
         state=state,
         owner=node.owner.slug if node.owner else None,
+        gpu_models=dict(Counter(gpu_models(node).values())),
     )
 
 
@@ -163,6 +188,11 @@ def read_cluster(now: datetime) -> ClusterView:
     tasks: dict[int, list[policy.Task]] = defaultdict(list)
     used_ports: dict[int, set[int]] = defaultdict(set)
     used_gpus: dict[int, set[int]] = defaultdict(set)
+    models = {pk: gpu_models(n) for pk, n in nodes.items()}
+    for pk, n in nodes.items():
+        # Ports the node's agent saw taken (by anything: other services, another agent's
+        # tasks on the same host); a task never gets one of them.
+        used_ports[pk].update(ports_in_use(n))
     active = Task.objects.filter(state__in=TASK_ACTIVE, node__isnull=False).order_by(
         "job_id", "role", "index"
     )
@@ -186,7 +216,7 @@ def read_cluster(now: datetime) -> ClusterView:
                 role=role,
                 index=index,
                 node_id=node_id,
-                resources=policy.Resources(float(cpu), float(mem), float(len(gpus))),
+                resources=_held(float(cpu), float(mem), gpus, models.get(node_id, {})),
                 borrowed=borrowed,
                 stopping=desired == DesiredState.STOP,
             )
@@ -201,7 +231,9 @@ def read_cluster(now: datetime) -> ClusterView:
         policy.Reservation(
             job_id=r.job_id,
             node_id=r.node_id,
-            resources=policy.Resources(r.cpu, r.memory_mb, r.gpu),
+            resources=policy.ModelResources(r.cpu, r.memory_mb, r.gpu, r.gpu_model)
+            if r.gpu_model and r.gpu > 0
+            else policy.Resources(r.cpu, r.memory_mb, r.gpu),
             created_at=r.created_at.timestamp(),
         )
         for r in Reservation.objects.order_by("job_id", "node_id")

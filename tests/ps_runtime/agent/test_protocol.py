@@ -163,6 +163,11 @@ def test_malformed_desired_document() -> None:
 MESSAGES: list[AgentMessage] = [
     Heartbeat(usage={"cpu_percent": 12.5, "memory_used_mb": 900}, tasks=(LiveTask(KEY, 4242),)),
     Heartbeat(),
+    Heartbeat(
+        usage={"cpu_percent": 3.0},
+        gpus=({"index": 0, "utilization_percent": 87.0, "memory_used_mb": 61234},),
+        ports_in_use=(8080, 24000),
+    ),
     TaskStatus(KEY, ReportedState.RUNNING),
     TaskStatus(KEY, ReportedState.FAILED, 137, "killed by SIGKILL"),
     TaskStatus(KEY, ReportedState.SUCCEEDED, 0, "exited with code 0"),
@@ -228,6 +233,19 @@ NAN, INF = float("nan"), float("inf")
             "an integer",
         ),
         ({"type": "heartbeat", "tasks": [{"id": 1, "pid": 5}]}, "tasks[0].attempt", "is required"),
+        ({"type": "heartbeat", "ports_in_use": [80, 70000]}, "ports_in_use[1]", "<= 65535"),
+        ({"type": "heartbeat", "ports_in_use": [True]}, "ports_in_use[0]", "an integer"),
+        ({"type": "heartbeat", "ports_in_use": [0]}, "ports_in_use[0]", ">= 1"),
+        (
+            {"type": "heartbeat", "gpus": [{"index": 0, "utilization_percent": NAN}]},
+            "gpus[0].utilization_percent",
+            "finite",
+        ),
+        (
+            {"type": "heartbeat", "gpus": [{"index": 0, "utilization_percent": 5}]},
+            "gpus[0].memory_used_mb",
+            "is required",
+        ),
         (_status(id="31"), "id", "an integer"),
         (_status(id=31.0), "id", "an integer"),
         (_status(attempt=True), "attempt", "an integer"),

@@ -128,3 +128,20 @@ async def _receive_within(layer: Any, channel: str, seconds: float) -> Any:
 @override_settings(CHANNEL_LAYERS={})
 def test_without_a_channel_layer_notices_are_a_no_op() -> None:
     notify.on_event(NodeTasksChanged(node_ids=(1,)))
+
+
+def test_a_heartbeat_stores_gpu_load_and_ports_in_the_node_usage(db: Any) -> None:
+    node, _ = make_node(cpus=4, memory_mb=8192)
+    gpu = {"index": 0, "utilization_percent": 87.0, "memory_used_mb": 61234}
+    handle_message(
+        node_id=node.pk,
+        message={
+            "type": "heartbeat",
+            "usage": {"cpu_percent": 5},
+            "gpus": [gpu],
+            "ports_in_use": [8080, 24000],
+        },
+        now=timezone.now(),
+    )
+    node.refresh_from_db()
+    assert node.usage == {"cpu_percent": 5, "gpus": [gpu], "ports_in_use": [8080, 24000]}

@@ -29,6 +29,7 @@ from .model import (
     AddWorker,
     Decisions,
     Job,
+    ModelResources,
     Node,
     PolicyConfig,
     PreemptJob,
@@ -40,6 +41,7 @@ from .model import (
     Task,
     TaskPlacement,
     Team,
+    gpu_model_of,
 )
 
 POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {
@@ -76,6 +78,7 @@ __all__ = [
     "AddWorker",
     "Decisions",
     "Job",
+    "ModelResources",
     "Node",
     "PolicyConfig",
     "PreemptJob",
@@ -87,5 +90,6 @@ __all__ = [
     "Task",
     "TaskPlacement",
     "Team",
+    "gpu_model_of",
     "schedule",
 ]

@@ -23,12 +23,31 @@ COORDINATOR, PS, WORKER = "coordinator", "ps", "worker"
 
 
 @dataclass(frozen=True, slots=True)
+class ModelResources(Resources):
+    """Resources whose GPUs must all be of one model (a worker's `resources.gpu_model`,
+    or a running task's GPUs, all of one model). Sums and differences are plain
+    `Resources`: quotas count GPUs, not models."""
+
+    gpu_model: str | None = None
+
+
+def gpu_model_of(res: Resources) -> str | None:
+    """The GPU model `res` is bound to, or None for any model (or no GPUs)."""
+    if res.gpu <= 0 or not isinstance(res, ModelResources):
+        return None
+    return res.gpu_model
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     id: int
     capacity: Resources
     state: str = READY
     owner: str | None = None  # a team whose jobs prefer this node; others may use it too
     labels: Mapping[str, str] = field(default_factory=dict)
+    # How many GPUs of each model the node has ({"NVIDIA A100-SXM4-80GB": 8}); their sum
+    # is `capacity.gpu` when known. Empty: models unknown (only model-free work fits).
+    gpu_models: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def has_gpus(self) -> bool:

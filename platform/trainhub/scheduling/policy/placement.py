@@ -5,6 +5,9 @@ by free capacity (GPU nodes by free GPUs then CPUs, CPU nodes by free CPUs then 
 so finding the tightest node that fits is a bisection plus a short scan, and taking or
 giving back capacity moves one key. A gang shape that failed is remembered until some
 capacity is given back, so a queue of identical jobs costs one search.
+
+GPUs are also counted per model on each node: a task bound to a model (`ModelResources`)
+fits only where enough GPUs of that model are free, and takes them from that model's count.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 
-from .model import EPSILON, PS, READY, Node, Resources
+from .model import EPSILON, PS, READY, Node, Resources, gpu_model_of
 
 # (role, index, resources) of one task to place; (role, index, node position, resources) placed.
 TaskSpec = tuple[str, int, Resources]
@@ -33,6 +36,15 @@ class Capacity:
         self.ready = [n.state == READY for n in nodes]
         self.owner = [n.owner for n in nodes]
         self.reserve_per_gpu = cpu_reserved_per_free_gpu
+        # Free GPUs per model, per node position.
+        self.model_free: list[dict[str, float]] = [
+            {m: float(k) for m, k in n.gpu_models.items()} for n in nodes
+        ]
+        self.max_model: dict[str, float] = {}
+        for n in nodes:
+            if n.state == READY:
+                for m, k in n.gpu_models.items():
+                    self.max_model[m] = max(self.max_model.get(m, 0.0), float(k))
         self.groups: dict[GroupKey, list[tuple[float, float, int]]] = {}
         self.max_capacity = Resources(
             max((n.capacity.cpu for n in nodes if n.state == READY), default=0.0),
@@ -55,6 +67,14 @@ class Capacity:
         self.cpu[pos] -= res.cpu
         self.mem[pos] -= res.memory_mb
         self.gpu[pos] -= res.gpu
+        self.hold_model(pos, res)
+
+    def hold_model(self, pos: int, res: Resources) -> None:
+        """Count a model-bound task's GPUs against its model (the GPU total aside)."""
+        model = gpu_model_of(res)
+        if model is not None:
+            free = self.model_free[pos]
+            free[model] = free.get(model, 0.0) - res.gpu
 
     def build_index(self) -> None:
         for pos in range(len(self.node_ids)):
@@ -106,6 +126,9 @@ class Capacity:
             and self.gpu[pos] + EPSILON >= res.gpu
         ):
             return False
+        model = gpu_model_of(res)
+        if model is not None and self.model_free[pos].get(model, 0.0) + EPSILON < res.gpu:
+            return False
         if res.gpu <= 0 and self.has_gpus[pos]:
             # CPU-only work leaves enough CPU beside the node's free GPUs.
             left = self.cpu[pos] - res.cpu
@@ -132,23 +155,28 @@ class Capacity:
 
     # -- changes ----------------------------------------------------------------------------
 
-    def _move(self, pos: int, cpu: float, mem: float, gpu: float) -> None:
+    def _move(self, pos: int, res: Resources, sign: int) -> None:
+        """Add (sign=+1) or remove (sign=-1) `res` from the node's free capacity."""
         indexed = self.indexed and self.ready[pos]
         if indexed:
             keys = self.groups[(self.owner[pos], self.has_gpus[pos])]
             old = self._key(pos)
             del keys[bisect_left(keys, old)]
-        self.cpu[pos] += cpu
-        self.mem[pos] += mem
-        self.gpu[pos] += gpu
+        self.cpu[pos] += sign * res.cpu
+        self.mem[pos] += sign * res.memory_mb
+        self.gpu[pos] += sign * res.gpu
+        model = gpu_model_of(res)
+        if model is not None:
+            free = self.model_free[pos]
+            free[model] = free.get(model, 0.0) + sign * res.gpu
         if indexed:
             insort(keys, self._key(pos))
 
     def take(self, pos: int, res: Resources) -> None:
-        self._move(pos, -res.cpu, -res.memory_mb, -res.gpu)
+        self._move(pos, res, -1)
 
     def give_back(self, pos: int, res: Resources) -> None:
-        self._move(pos, res.cpu, res.memory_mb, res.gpu)
+        self._move(pos, res, +1)
         self.release_version += 1
 
     # -- gangs ------------------------------------------------------------------------------
@@ -173,7 +201,7 @@ class Capacity:
                 pos = self.find(team, res)
             if pos is None:
                 for _, _, p, r in placed:
-                    self._move(p, r.cpu, r.memory_mb, r.gpu)
+                    self._move(p, r, +1)
                 self._failed[shape] = (self.release_version, "")
                 return None
             self.take(pos, res)
@@ -206,6 +234,20 @@ class Capacity:
         cap = self.max_capacity
         if biggest.gpu > cap.gpu + EPSILON:
             return f"no node has {biggest.gpu:g} GPUs"
+        for _, _, res in tasks:
+            model = gpu_model_of(res)
+            if model is None:
+                continue
+            if res.gpu > self.max_model.get(model, 0.0) + EPSILON:
+                return f"no node has {res.gpu:g} {model} GPUs"
+            ready = [p for p in range(len(self.ready)) if self.ready[p]]
+            if not any(self.model_free[p].get(model, 0.0) + EPSILON >= res.gpu for p in ready):
+                return f"no node has {res.gpu:g} free {model} GPUs"
+            if not any(self.fits(p, res) for p in ready):
+                return (
+                    f"no node has {res.gpu:g} free {model} GPUs with {res.cpu:g} CPUs and "
+                    f"{res.memory_mb:g} MiB beside them"
+                )
         if biggest.gpu > 0:
             gpu_nodes = [p for p in range(len(self.ready)) if self.ready[p] and self.has_gpus[p]]
             if not any(self.gpu[p] + EPSILON >= biggest.gpu for p in gpu_nodes):

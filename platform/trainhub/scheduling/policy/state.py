@@ -12,12 +12,14 @@ from .model import (
     WORKER,
     Decisions,
     Job,
+    ModelResources,
     Reservation,
     Resources,
     Snapshot,
     StartJob,
     Task,
     TaskPlacement,
+    gpu_model_of,
 )
 from .placement import Capacity, Placed
 from .quota import QuotaBook
@@ -89,6 +91,8 @@ class CycleState:
                     cpu[pos] -= res.cpu
                     mem[pos] -= res.memory_mb
                     gpu[pos] -= res.gpu
+                    if res.gpu > 0:
+                        cap.hold_model(pos, res)
                 if t.role == WORKER and t.index > top_worker:
                     top_worker = t.index
                 if t.stopping:
@@ -150,8 +154,17 @@ class CycleState:
         for _, _, pos, res in placed:
             node_id = self.cap.node_ids[pos]
             per_node[node_id] = per_node.get(node_id, Resources()) + res
+        # Only workers have a GPU model, so a node's reserved GPUs are all of it.
+        model = gpu_model_of(job.worker)
         self.reservations[job.id] = [
-            Reservation(job.id, node_id, res, self.snapshot.now)
+            Reservation(
+                job.id,
+                node_id,
+                ModelResources(res.cpu, res.memory_mb, res.gpu, model)
+                if model is not None and res.gpu > 0
+                else res,
+                self.snapshot.now,
+            )
             for node_id, res in sorted(per_node.items())
         ]
         self.book.add(job.team, _total(placed))
