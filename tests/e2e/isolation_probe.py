@@ -36,6 +36,13 @@ def _can(action: str) -> bool:
 
 
 def main() -> None:
+    if os.environ.get("TRAINHUB_PROBE_MODE") == "hog":
+        # Touch every page: resident memory, which only a cgroup bounds.
+        hog = bytearray(int(os.environ["TRAINHUB_PROBE_HOG_MB"]) * 1024 * 1024)
+        for i in range(0, len(hog), 4096):
+            hog[i] = 1
+        print("survived", flush=True)
+        return
     if os.environ.get("TRAINHUB_PROBE_MODE") == "victim":
         Path("secret.txt").write_text("job token of the victim")
         Path(os.environ["TRAINHUB_CHECKPOINT_DIR"], "ckpt").write_text("victim checkpoint")

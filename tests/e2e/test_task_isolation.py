@@ -168,3 +168,37 @@ def test_tasks_of_two_jobs_cannot_reach_each_other(
     if isolation.hierarchy is not None:
         leftovers = list(isolation.hierarchy.root.glob("**/trainhub/task-[12]-0"))
         assert not leftovers
+
+
+def test_the_cgroup_bounds_resident_memory(work_dir: Path) -> None:
+    try:
+        isolation = Isolation.from_settings(
+            work_dir / "agent", {"TRAINHUB_TASK_ISOLATION": "required"}
+        )
+    except IsolationError as exc:
+        pytest.skip(f"this host cannot isolate tasks: {exc}")
+    if isolation.hierarchy is None:
+        pytest.skip("no cgroup hierarchy: memory is bounded by RLIMIT_AS only")
+    probe = work_dir / "probe.py"
+    shutil.copy(PROBE, probe)
+    probe.chmod(0o644)
+    outbox = Outbox()
+    tasks = Tasks(outbox)
+    supervisor = Supervisor(
+        outbox, work_dir / "agent", command=[isolation.python, str(probe)], isolation=isolation
+    )
+    hog = DesiredTask(
+        id=3,
+        attempt=0,
+        job_id=303,
+        role=Role.PS,
+        index=0,
+        memory_mb=100,
+        env={"TRAINHUB_PROBE_MODE": "hog", "TRAINHUB_PROBE_HOG_MB": "400"},
+    )
+    assert supervisor.start(hog) is not None
+    wait_for(lambda: any(s[:2] == (3, 0) and s[2] != "running" for s in tasks.states()), 30)
+    assert (3, 0, "failed") in tasks.states()
+    assert "survived" not in tasks.lines(hog.key)
+    ended = [m for m in tasks.messages if m["type"] == "task_status" and m["state"] == "failed"]
+    assert ended[-1]["exit_code"] == 137, ended  # SIGKILL from the OOM killer
