@@ -29,6 +29,9 @@ class Node:
     state: str = READY
     owner: str | None = None  # a team whose jobs prefer this node; others may use it too
     labels: Mapping[str, str] = field(default_factory=dict)
+    # False when the node's agent cannot isolate tasks (isolation "none"): it then hosts
+    # the tasks of one team at a time.
+    isolated: bool = True
 
     @property
     def has_gpus(self) -> bool:
