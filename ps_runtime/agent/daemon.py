@@ -239,6 +239,7 @@ class Agent:
         return Heartbeat(
             usage=self.sampler.sample(),
             tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
+            isolation=self.supervisor.isolation.mode,
         )
 
     # -- reconcile -----------------------------------------------------------------------

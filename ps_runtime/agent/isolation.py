@@ -26,6 +26,7 @@ from pathlib import Path
 import ps_runtime
 from ps_runtime import taskenv
 from ps_runtime.agent import cgroups
+from ps_runtime.agent.messages import IsolationMode
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,10 @@ UID_RANGE_ENV = "TRAINHUB_TASK_UID_RANGE"
 TASK_PYTHON_ENV = "TRAINHUB_TASK_PYTHON"
 DEFAULT_UID_RANGE = "200000-265535"
 
-# What `Isolation.mode` reports to the control plane.
-MODE_NONE = "none"
-MODE_UID = "uid"  # root, but no usable cgroup hierarchy: RLIMIT_AS bounds memory
-MODE_UID_CGROUP = "uid+cgroup"
-MODES = (MODE_NONE, MODE_UID, MODE_UID_CGROUP)
+# What `Isolation.mode` reports to the control plane (heartbeat `isolation`).
+MODE_NONE = IsolationMode.NONE
+MODE_UID = IsolationMode.UID  # root, but no usable cgroup hierarchy: RLIMIT_AS bounds memory
+MODE_UID_CGROUP = IsolationMode.UID_CGROUP
 
 # Taken from the agent's own environment; everything else is dropped.
 PASSED_FROM_AGENT = ("PATH", "LANG", "LC_ALL", "TZ")
@@ -186,7 +186,7 @@ def prepare_private_dir(path: Path, uid: int, gid: int) -> None:
 class Isolation:
     """The agent's isolation settings, decided once at start."""
 
-    mode: str = MODE_NONE
+    mode: IsolationMode = MODE_NONE
     python: str = sys.executable
     pythonpath: tuple[str, ...] = ()
     uids: range | None = None

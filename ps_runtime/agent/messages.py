@@ -18,6 +18,14 @@ from typing import Any, ClassVar, NamedTuple
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_number, as_str, join
 
 
+class IsolationMode(StrEnum):
+    """How the agent keeps tasks apart (`ps_runtime.agent.isolation`)."""
+
+    NONE = "none"  # tasks run as the agent's user: one team per node at a time
+    UID = "uid"  # a uid per job, memory bounded by RLIMIT_AS only (no cgroup hierarchy)
+    UID_CGROUP = "uid+cgroup"  # a uid per job and a cgroup per task
+
+
 class MessageKind(StrEnum):
     """The `type` of a message: the first four go up (agent → server), the rest down."""
 
@@ -73,15 +81,20 @@ class Heartbeat:
     KIND: ClassVar[MessageKind] = MessageKind.HEARTBEAT
     usage: Mapping[str, float] = field(default_factory=dict)
     tasks: tuple[LiveTask, ...] = ()
+    # Left out by agents older than the field; the server then keeps what it knew.
+    isolation: IsolationMode | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "type": self.KIND.value,
             "usage": dict(self.usage),
             "tasks": [
                 {"id": t.task.id, "attempt": t.task.attempt, "pid": t.pid} for t in self.tasks
             ],
         }
+        if self.isolation is not None:
+            document["isolation"] = self.isolation.value
+        return document
 
     @classmethod
     def from_fields(cls, fields: JsonObject) -> Heartbeat:
@@ -90,9 +103,13 @@ class Heartbeat:
         for i, item in enumerate(fields.items("tasks")):
             entry = JsonObject(item, join(fields.at("tasks"), i))
             live.append(LiveTask(_task_key(entry), entry.integer("pid", minimum=1)))
+        isolation = (
+            fields.choice("isolation", IsolationMode) if "isolation" in fields.data else None
+        )
         return cls(
             usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
             tasks=tuple(live),
+            isolation=isolation,
         )
 
 

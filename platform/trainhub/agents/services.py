@@ -49,7 +49,8 @@ def handle_message(*, node_id: int, message: object, now: datetime) -> None:
 
 
 def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
-    record_heartbeat(node_id=node_id, usage=dict(heartbeat.usage), now=now)
+    isolation = heartbeat.isolation.value if heartbeat.isolation is not None else None
+    record_heartbeat(node_id=node_id, usage=dict(heartbeat.usage), now=now, isolation=isolation)
     settle_unstarted_tasks(
         node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
     )
