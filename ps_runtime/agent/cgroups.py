@@ -13,6 +13,7 @@ import errno
 import logging
 import math
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,23 @@ def create(hierarchy: Hierarchy, name: str, memory_mb: int, cpu: float) -> TaskC
         _write(cpu_dir / "cpu.cfs_quota_us", str(quota) if quota is not None else "-1")
         dirs.append(cpu_dir)
     return TaskCgroup(hierarchy, tuple(dirs))
+
+
+def members(cgroup: TaskCgroup) -> set[int]:
+    """Pids in the task's cgroup (in any of its directories)."""
+    pids: set[int] = set()
+    for path in cgroup.procs_files:
+        with contextlib.suppress(OSError):
+            pids.update(int(line) for line in path.read_text().split() if line.isdigit())
+    return pids
+
+
+def kill_all(cgroup: TaskCgroup) -> None:
+    """SIGKILL whatever is still in the cgroup: a process the task started in a session
+    of its own escapes its process group, never its cgroup."""
+    for pid in members(cgroup):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def remove(cgroup: TaskCgroup, timeout: float = 2.0) -> bool:

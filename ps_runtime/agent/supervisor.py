@@ -362,6 +362,9 @@ class Supervisor:
             tp.stopper.join()
         # Whatever the leader left behind in its group goes with it.
         limits.terminate_group(tp.pid, tp.grace)
+        if tp.cgroup is not None:
+            # And whatever left the group (a new session) but not the cgroup.
+            cgroups.kill_all(tp.cgroup)
         for reader in tp.readers:
             reader.join(READER_JOIN_SECONDS)
         if tp.cgroup is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +38,13 @@ def _can(action: str) -> bool:
 
 
 def main() -> None:
+    if os.environ.get("TRAINHUB_PROBE_MODE") == "escape":
+        # A child in a session of its own leaves the task's process group behind.
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+        )
+        print(f"ESCAPED {child.pid}", flush=True)
+        return
     if os.environ.get("TRAINHUB_PROBE_MODE") == "hog":
         # Touch every page: resident memory, which only a cgroup bounds.
         hog = bytearray(int(os.environ["TRAINHUB_PROBE_HOG_MB"]) * 1024 * 1024)

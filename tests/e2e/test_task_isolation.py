@@ -202,3 +202,35 @@ def test_the_cgroup_bounds_resident_memory(work_dir: Path) -> None:
     assert "survived" not in tasks.lines(hog.key)
     ended = [m for m in tasks.messages if m["type"] == "task_status" and m["state"] == "failed"]
     assert ended[-1]["exit_code"] == 137, ended  # SIGKILL from the OOM killer
+
+
+def test_a_process_that_leaves_the_task_group_ends_with_its_cgroup(work_dir: Path) -> None:
+    try:
+        isolation = Isolation.from_settings(
+            work_dir / "agent", {"TRAINHUB_TASK_ISOLATION": "required"}
+        )
+    except IsolationError as exc:
+        pytest.skip(f"this host cannot isolate tasks: {exc}")
+    if isolation.hierarchy is None:
+        pytest.skip("no cgroup hierarchy")
+    probe = work_dir / "probe.py"
+    shutil.copy(PROBE, probe)
+    probe.chmod(0o644)
+    outbox = Outbox()
+    tasks = Tasks(outbox)
+    supervisor = Supervisor(
+        outbox, work_dir / "agent", command=[isolation.python, str(probe)], isolation=isolation
+    )
+    task = DesiredTask(
+        id=5, attempt=0, job_id=505, role=Role.PS, index=0, env={"TRAINHUB_PROBE_MODE": "escape"}
+    )
+    started = supervisor.start(task)
+    assert started is not None
+    line = wait_for(
+        lambda: next((x for x in tasks.lines(task.key) if x.startswith("ESCAPED ")), None), 20
+    )
+    escaped = int(line.split()[1])
+    assert supervisor.wait_gone(task.key, 20)
+    wait_for(lambda: not pid_alive(escaped), 5, "the escaped process to be killed")
+    assert started.cgroup is not None
+    assert not any(d.exists() for d in started.cgroup.dirs)
