@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,8 +97,31 @@ def cpu_quota_us(cpu: float) -> int | None:
     return max(1000, math.ceil(cpu * CPU_PERIOD_US))
 
 
-def create(hierarchy: Hierarchy, name: str, memory_mb: int, cpu: float) -> TaskCgroup:
-    """Create the task's cgroup with its limits (0 means unlimited); raises OSError."""
+NVIDIA_MAJOR = 195  # /dev/nvidia<N> is char device 195:<N>
+
+
+def nvidia_devices(dev: Path = Path("/dev")) -> list[int]:
+    """Minor numbers of the node's GPU device files (`/dev/nvidia0`, `/dev/nvidia1`, ...)."""
+    found = []
+    for path in dev.glob("nvidia*"):
+        suffix = path.name[len("nvidia") :]
+        if suffix.isdigit():
+            found.append(int(suffix))
+    return sorted(found)
+
+
+def create(
+    hierarchy: Hierarchy,
+    name: str,
+    memory_mb: int,
+    cpu: float,
+    deny_gpus: Sequence[int] = (),
+) -> TaskCgroup:
+    """Create the task's cgroup with its limits (0 means unlimited); raises OSError.
+
+    `deny_gpus`: minors of `/dev/nvidia<N>` the task may not open, through the v1 devices
+    controller when it is mounted (v2 has no devices file: only CUDA_VISIBLE_DEVICES).
+    """
     memory = memory_mb * MIB if memory_mb > 0 else None
     quota = cpu_quota_us(cpu)
     if hierarchy.version == 2:
@@ -119,6 +143,14 @@ def create(hierarchy: Hierarchy, name: str, memory_mb: int, cpu: float) -> TaskC
         _write(cpu_dir / "cpu.cfs_period_us", str(CPU_PERIOD_US))
         _write(cpu_dir / "cpu.cfs_quota_us", str(quota) if quota is not None else "-1")
         dirs.append(cpu_dir)
+    devices_root = hierarchy.root / "devices"
+    if deny_gpus and (devices_root / "devices.deny").is_file():
+        devices_dir = devices_root / PARENT / name
+        devices_dir.mkdir(parents=True, exist_ok=True)
+        # The kernel takes one rule per write.
+        for minor in deny_gpus:
+            _write(devices_dir / "devices.deny", f"c {NVIDIA_MAJOR}:{minor} rwm")
+        dirs.append(devices_dir)
     return TaskCgroup(hierarchy, tuple(dirs))
 
 

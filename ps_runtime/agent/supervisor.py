@@ -207,11 +207,15 @@ class Supervisor:
             _write_atomically(cluster_file, cluster)
             taskenv.CLUSTER_FILE.put(env, str(cluster_file))
             if self.isolation.hierarchy is not None:
+                # GPU device files are numbered like nvidia-smi's indices (PCI order).
                 cgroup = cgroups.create(
                     self.isolation.hierarchy,
                     f"task-{task.id}-{task.attempt}",
                     task.memory_mb,
                     task.cpu,
+                    deny_gpus=[
+                        g for g in cgroups.nvidia_devices() if g not in set(task.gpu_indices)
+                    ],
                 )
                 cgroup_fds = cgroup.open_procs()
             # RLIMIT_AS only where no cgroup bounds memory: it limits address space, not

@@ -132,6 +132,24 @@ def test_cgroup_files_v1(tmp_path: Path) -> None:
     assert (unlimited.dirs[1] / "cpu.cfs_quota_us").read_text() == "-1"
 
 
+def test_gpus_not_assigned_are_denied_by_the_v1_devices_controller(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"):
+        (dev / name).write_text("")
+    assert cgroups.nvidia_devices(dev) == [0, 1, 2]
+    root = _fake_v1(tmp_path / "cg")
+    (root / "devices").mkdir()
+    (root / "devices" / "devices.deny").write_text("")
+    cgroup = cgroups.create(cgroups.Hierarchy(1, root), "task-6-0", 0, 0, deny_gpus=[0, 2])
+    devices = root / "devices" / "trainhub" / "task-6-0"
+    assert cgroup.dirs[-1] == devices
+    # A regular file keeps only the last write; the kernel applies each rule as written.
+    assert (devices / "devices.deny").read_text() == "c 195:2 rwm"
+    no_gpus = cgroups.create(cgroups.Hierarchy(1, root), "task-7-0", 0, 0)
+    assert len(no_gpus.dirs) == 2  # memory and cpu only
+
+
 def test_cgroup_files_v2(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
     (tmp_path / "cgroup.subtree_control").write_text("")
