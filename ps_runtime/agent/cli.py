@@ -13,6 +13,7 @@ from typing import Any
 
 from ps_runtime.agent import protocol, rest
 from ps_runtime.agent.facts import gather_facts
+from ps_runtime.agent.isolation import Isolation, IsolationError
 from ps_runtime.agent.labels import LabelError, parse_labels
 from ps_runtime.agent.state import (
     STATE_ENV,
@@ -129,7 +130,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"trainhub-agent: cannot create work dir {work_dir}: {exc}", file=sys.stderr)
         return 1
     logger.info("node %s, server %s, work dir %s", state.node_id, state.server, work_dir)
-    agent = Agent(state, work_dir)
+    try:
+        isolation = Isolation.from_settings(work_dir)
+    except IsolationError as exc:
+        print(f"trainhub-agent: {exc}", file=sys.stderr)
+        return 1
+    if isolation.isolating:
+        logger.info("%s", isolation.describe())
+    else:
+        logger.warning("%s", isolation.describe())
+    agent = Agent(state, work_dir, isolation=isolation)
     code = asyncio.run(agent.run())
     if agent.fatal_message:
         print(f"trainhub-agent: {agent.fatal_message}", file=sys.stderr)

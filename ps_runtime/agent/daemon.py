@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from ps_runtime.agent import protocol, rest
 from ps_runtime.agent.facts import UsageSampler
+from ps_runtime.agent.isolation import Isolation
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
     DesiredTasks,
@@ -35,7 +36,7 @@ from ps_runtime.agent.protocol import (
 )
 from ps_runtime.agent.reconcile import reconcile
 from ps_runtime.agent.state import AgentState
-from ps_runtime.agent.supervisor import TASK_COMMAND, Supervisor
+from ps_runtime.agent.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,9 @@ class Agent:
         state: AgentState,
         work_dir: Path,
         *,
-        command: Sequence[str] = TASK_COMMAND,
+        command: Sequence[str] | None = None,
         cpus: Sequence[int] | None = None,
+        isolation: Isolation | None = None,
         heartbeat_interval: float = 5.0,
         reconcile_interval: float = 10.0,
         flush_interval: float = 0.5,
@@ -68,7 +70,9 @@ class Agent:
     ) -> None:
         self.state = state
         self.outbox = Outbox()
-        self.supervisor = Supervisor(self.outbox, work_dir, cpus=cpus, command=command)
+        self.supervisor = Supervisor(
+            self.outbox, work_dir, cpus=cpus, command=command, isolation=isolation
+        )
         self.sampler = UsageSampler()
         self.fatal_message: str | None = None
         self.connections = 0  # successful WebSocket connections so far
@@ -237,6 +241,7 @@ class Agent:
             gpus=tuple(self.sampler.gpus()),
             ports_in_use=tuple(self.sampler.ports_in_use()),
             tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
+            isolation=self.supervisor.isolation.mode,
         )
 
     # -- reconcile -----------------------------------------------------------------------

@@ -64,11 +64,19 @@ def _load_prctl() -> Callable[..., int] | None:
 _prctl = _load_prctl()
 
 
-def make_preexec(cpus: Collection[int], as_limit: int | None) -> Callable[[], None]:
+def make_preexec(
+    cpus: Collection[int],
+    as_limit: int | None,
+    *,
+    cgroup_fds: Sequence[int] = (),
+    identity: tuple[int, int] | None = None,
+) -> Callable[[], None]:
     """The function run in the child between fork and exec.
 
     It does only system calls prepared in the parent (no imports, no locks, no logging),
-    because preexec_fn runs in a forked copy of a multi-threaded process.
+    because preexec_fn runs in a forked copy of a multi-threaded process. Order matters:
+    join the cgroups while still root, then drop to the task's (uid, gid) with no
+    supplementary groups, then set the parent-death signal (a uid change clears it).
     """
     parent = os.getpid()
     cpu_set = set(cpus)
@@ -78,8 +86,16 @@ def make_preexec(cpus: Collection[int], as_limit: int | None) -> Callable[[], No
         cap = as_limit if hard == resource.RLIM_INFINITY else min(as_limit, hard)
         limit = (cap, cap)
     prctl = _prctl
+    fds = list(cgroup_fds)
 
     def preexec() -> None:
+        for fd in fds:
+            os.write(fd, str(os.getpid()).encode())
+        if identity is not None:
+            uid, gid = identity
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
         if prctl is not None:
             # Die with the agent's forking thread, so a restarted agent never finds
             # orphans it cannot see holding the task's ports and GPUs.

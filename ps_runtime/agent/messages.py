@@ -19,6 +19,14 @@ from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_number
 from ps_runtime.agent.gpus import GpuUsage
 
 
+class IsolationMode(StrEnum):
+    """How the agent keeps tasks apart (`ps_runtime.agent.isolation`)."""
+
+    NONE = "none"  # tasks run as the agent's user: one team per node at a time
+    UID = "uid"  # a uid per job, memory bounded by RLIMIT_AS only (no cgroup hierarchy)
+    UID_CGROUP = "uid+cgroup"  # a uid per job and a cgroup per task
+
+
 class MessageKind(StrEnum):
     """The `type` of a message: the first four go up (agent → server), the rest down."""
 
@@ -88,9 +96,11 @@ class Heartbeat:
     tasks: tuple[LiveTask, ...] = ()
     gpus: tuple[GpuUsage, ...] = ()
     ports_in_use: tuple[int, ...] = ()
+    # Left out by agents older than the field; the server then keeps what it knew.
+    isolation: IsolationMode | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "type": self.KIND.value,
             "usage": dict(self.usage),
             "gpus": [dict(g) for g in self.gpus],
@@ -99,6 +109,9 @@ class Heartbeat:
                 {"id": t.task.id, "attempt": t.task.attempt, "pid": t.pid} for t in self.tasks
             ],
         }
+        if self.isolation is not None:
+            document["isolation"] = self.isolation.value
+        return document
 
     @classmethod
     def from_fields(cls, fields: JsonObject) -> Heartbeat:
@@ -118,6 +131,9 @@ class Heartbeat:
                 )
             )
         ports = fields.at("ports_in_use")
+        isolation = (
+            fields.choice("isolation", IsolationMode) if "isolation" in fields.data else None
+        )
         return cls(
             usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
             tasks=tuple(live),
@@ -125,6 +141,7 @@ class Heartbeat:
             ports_in_use=tuple(
                 as_port(p, join(ports, i)) for i, p in enumerate(fields.items("ports_in_use"))
             ),
+            isolation=isolation,
         )
 
 

@@ -1,7 +1,8 @@
 """Start, watch and stop task processes; their output and metrics go to the outbox.
 
-Each task attempt runs as `[sys.executable, "-m", "ps_runtime.task"]` in a new session
-(hence its own process group) with the env from docs/protocol.md §2. Per process there
+Each task attempt runs as `[python, "-m", "ps_runtime.task"]` in a new session (hence its
+own process group) with the allow-listed env from docs/protocol.md §2; as root, as the
+job's own uid in its own cgroup (`ps_runtime.agent.isolation`). Per process there
 are three reader threads (stdout, stderr, metrics pipe) and a waiter thread that reaps
 the leader, cleans up the rest of its group and reports the outcome.
 """
@@ -23,8 +24,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from ps_runtime import taskenv
-from ps_runtime.agent import limits, protocol
+from ps_runtime.agent import cgroups, limits, protocol
 from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
+from ps_runtime.agent.isolation import (
+    Isolation,
+    IsolationError,
+    prepare_private_dir,
+    task_environment,
+)
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
     DesiredTask,
@@ -37,7 +44,8 @@ from ps_runtime.agent.protocol import (
 
 logger = logging.getLogger(__name__)
 
-TASK_COMMAND: tuple[str, ...] = (sys.executable, "-m", "ps_runtime.task")
+TASK_MODULE: tuple[str, ...] = ("-m", "ps_runtime.task")
+TASK_COMMAND: tuple[str, ...] = (sys.executable, *TASK_MODULE)
 MAX_LINE_BYTES = 64 * 1024  # longer lines are split; keeps memory per reader bounded
 READER_JOIN_SECONDS = 2.0  # a grandchild may keep the pipes open after the leader exits
 
@@ -56,6 +64,7 @@ class TaskProcess:
     cluster: str = ""
     # The task's own stop grace from the latest desired list that named it (None: unset).
     stop_grace: float | None = None
+    cgroup: cgroups.TaskCgroup | None = None
 
     @property
     def key(self) -> TaskKey:
@@ -123,12 +132,16 @@ class Supervisor:
         work_dir: Path,
         *,
         cpus: Sequence[int] | None = None,
-        command: Sequence[str] = TASK_COMMAND,
+        command: Sequence[str] | None = None,
         on_exit: Callable[[TaskKey], None] | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self._outbox = outbox
         self._work_dir = work_dir
         self._cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
+        self.isolation = isolation if isolation is not None else Isolation()
+        if command is None:
+            command = (self.isolation.python, *TASK_MODULE)
         self._command = list(command)
         self._on_exit = on_exit
         self._lock = threading.Lock()
@@ -169,17 +182,45 @@ class Supervisor:
             for other in self._live.values():
                 in_use.update(other.cpus)
         cpus = limits.choose_cpus(self._cpus, task.cpu, in_use)
+        identity = self.isolation.identity(task.job_id)
+        cwd = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
+        env = task_environment(
+            os.environ,
+            task.env,
+            home=str(cwd) if identity is not None else os.environ.get("HOME", str(cwd)),
+            pythonpath=self.isolation.pythonpath,
+            gpu_indices=task.gpu_indices,
+        )
         read_fd, write_fd = os.pipe()
-        env = {**os.environ, **task.env}
         taskenv.METRICS_FD.put(env, write_fd)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in task.gpu_indices)
+        cgroup: cgroups.TaskCgroup | None = None
+        cgroup_fds: list[int] = []
         try:
-            cwd = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
             cwd.mkdir(parents=True, exist_ok=True)
+            if identity is not None:
+                prepare_private_dir(cwd, *identity)
+                checkpoint_dir = taskenv.CHECKPOINT_DIR.read(env)
+                if checkpoint_dir:
+                    prepare_private_dir(Path(checkpoint_dir), *identity)
             cluster = task.env.get(taskenv.CLUSTER.name, "")
             cluster_file = cwd / "cluster.json"
             _write_atomically(cluster_file, cluster)
             taskenv.CLUSTER_FILE.put(env, str(cluster_file))
+            if self.isolation.hierarchy is not None:
+                # GPU device files are numbered like nvidia-smi's indices (PCI order).
+                cgroup = cgroups.create(
+                    self.isolation.hierarchy,
+                    f"task-{task.id}-{task.attempt}",
+                    task.memory_mb,
+                    task.cpu,
+                    deny_gpus=[
+                        g for g in cgroups.nvidia_devices() if g not in set(task.gpu_indices)
+                    ],
+                )
+                cgroup_fds = cgroup.open_procs()
+            # RLIMIT_AS only where no cgroup bounds memory: it limits address space, not
+            # resident memory, and breaks CUDA start-up.
+            as_limit = None if cgroup is not None else limits.address_space_limit(task.memory_mb)
             proc = subprocess.Popen(
                 self._command,
                 env=env,
@@ -189,10 +230,14 @@ class Supervisor:
                 stderr=subprocess.PIPE,
                 pass_fds=(write_fd,),
                 start_new_session=True,
-                preexec_fn=limits.make_preexec(cpus, limits.address_space_limit(task.memory_mb)),
+                preexec_fn=limits.make_preexec(
+                    cpus, as_limit, cgroup_fds=cgroup_fds, identity=identity
+                ),
             )
-        except (OSError, subprocess.SubprocessError) as exc:
+        except (OSError, subprocess.SubprocessError, IsolationError) as exc:
             os.close(read_fd)
+            if cgroup is not None:
+                cgroups.remove(cgroup)
             logger.error("task %s attempt %s failed to start: %s", task.id, task.attempt, exc)
             self._outbox.add_status(
                 TaskStatus(key, ReportedState.FAILED, None, f"failed to start: {exc}")
@@ -202,6 +247,8 @@ class Supervisor:
             return None
         finally:
             os.close(write_fd)  # the child holds its own copy; EOF follows its exit
+            for fd in cgroup_fds:
+                os.close(fd)
         tp = TaskProcess(
             task=task,
             proc=proc,
@@ -209,6 +256,7 @@ class Supervisor:
             cluster_file=cluster_file,
             cluster=cluster,
             stop_grace=task.stop_grace_seconds,
+            cgroup=cgroup,
         )
         with self._lock:
             self._live[key] = tp
@@ -318,8 +366,13 @@ class Supervisor:
             tp.stopper.join()
         # Whatever the leader left behind in its group goes with it.
         limits.terminate_group(tp.pid, tp.grace)
+        if tp.cgroup is not None:
+            # And whatever left the group (a new session) but not the cgroup.
+            cgroups.kill_all(tp.cgroup)
         for reader in tp.readers:
             reader.join(READER_JOIN_SECONDS)
+        if tp.cgroup is not None:
+            cgroups.remove(tp.cgroup)
         exit_code, message = describe_exit(returncode)
         if stopped:
             state = ReportedState.STOPPED

@@ -54,7 +54,8 @@ def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
         usage["gpus"] = [dict(g) for g in heartbeat.gpus]
     if heartbeat.ports_in_use:
         usage["ports_in_use"] = list(heartbeat.ports_in_use)
-    record_heartbeat(node_id=node_id, usage=usage, now=now)
+    isolation = heartbeat.isolation.value if heartbeat.isolation is not None else None
+    record_heartbeat(node_id=node_id, usage=usage, now=now, isolation=isolation)
     settle_unstarted_tasks(
         node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
     )

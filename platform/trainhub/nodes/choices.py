@@ -13,3 +13,12 @@ class NodeState(models.TextChoices):
 
 
 SCHEDULABLE = frozenset({NodeState.ACTIVE})
+
+
+class NodeIsolation(models.TextChoices):
+    """What the node's agent reports in its heartbeats (`ps_runtime.agent.isolation`)."""
+
+    # Tasks run as the agent's user: the scheduler puts one team at a time on the node.
+    NONE = "none", "None"
+    UID = "uid", "Own uid per job"
+    UID_CGROUP = "uid+cgroup", "Own uid per job and cgroup per task"

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 
-from .choices import NodeState
+from .choices import NodeIsolation, NodeState
 
 
 class NodeQuerySet(models.QuerySet["Node"]):
@@ -36,6 +36,11 @@ class Node(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     # {"zone": "eu-1"}: given at install (`--labels`), checked by ps_runtime.agent.labels.
     labels = models.JSONField(default=dict, blank=True)
+    # From the agent's heartbeats; "none" until the first says otherwise, the safe default
+    # (one team at a time on the node).
+    isolation = models.CharField(
+        max_length=16, choices=NodeIsolation.choices, default=NodeIsolation.NONE
+    )
     # A team whose jobs are placed here first (e.g. it bought the node); others may still
     # use it. Quotas, not ownership, decide how much each team gets.
     owner = models.ForeignKey(

@@ -256,5 +256,11 @@ def authenticate_node(credential: str) -> Node | None:
     return node
 
 
-def record_heartbeat(*, node_id: int, usage: dict[str, Any], now: datetime) -> None:
-    Node.objects.filter(pk=node_id).update(last_seen=now, usage=usage)
+def record_heartbeat(
+    *, node_id: int, usage: dict[str, Any], now: datetime, isolation: str | None = None
+) -> None:
+    """Mark the node seen; `isolation` (when the agent reports it) replaces the known one."""
+    fields: dict[str, Any] = {"last_seen": now, "usage": usage}
+    if isolation is not None:
+        fields["isolation"] = isolation
+    Node.objects.filter(pk=node_id).update(**fields)

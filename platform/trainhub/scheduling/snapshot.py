@@ -18,7 +18,7 @@ from django.db.models import Q
 from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState
 from trainhub.jobs.jobspec import JobSpec, ResourceSpec
 from trainhub.jobs.models import Job, Task
-from trainhub.nodes.choices import NodeState
+from trainhub.nodes.choices import NodeIsolation, NodeState
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Quota
 
@@ -112,6 +112,7 @@ def _node(node: Node, now: datetime) -> policy.Node:
         state=state,
         owner=node.owner.slug if node.owner else None,
         gpu_models=dict(Counter(gpu_models(node).values())),
+        isolated=node.isolation != NodeIsolation.NONE,
     )
 
 

@@ -1,8 +1,8 @@
 """Stand-in for `python -m ps_runtime.task` in agent tests (run as a script, not imported).
 
-FAKE_MODE: "exit" (print, report, exit with FAKE_EXIT_CODE), "serve" (print, report, wait
-for SIGTERM), "stubborn" (ignore SIGTERM: only SIGKILL ends it), "grandchild" (spawn a
-grandchild; both ignore SIGTERM; print its pid).
+TRAINHUB_FAKE_MODE: "exit" (print, report, exit with TRAINHUB_FAKE_EXIT_CODE), "serve"
+(print, report, wait for SIGTERM), "stubborn" (ignore SIGTERM: only SIGKILL ends it),
+"grandchild" (spawn a grandchild; both ignore SIGTERM; print its pid).
 """
 
 import json
@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-mode = os.environ.get("FAKE_MODE", "exit")
+mode = os.environ.get("TRAINHUB_FAKE_MODE", "exit")
 if mode == "serve":
     # Before any output: a test that saw this task's first line can rely on a clean stop.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -44,7 +44,7 @@ if fd:
             metrics.write(json.dumps({"step": 11, "values": {"train_loss": 0.5}}) + "\n")
 
 if mode == "exit":
-    sys.exit(int(os.environ.get("FAKE_EXIT_CODE", "0")))
+    sys.exit(int(os.environ.get("TRAINHUB_FAKE_EXIT_CODE", "0")))
 elif mode == "grandchild":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = subprocess.Popen(

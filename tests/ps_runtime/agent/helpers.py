@@ -35,7 +35,7 @@ def fake_task(
         cpu=cpu,
         memory_mb=memory_mb,
         gpu_indices=gpu_indices,
-        env={ROLE.name: Role.PS.value, "FAKE_MODE": mode, **env},
+        env={ROLE.name: Role.PS.value, "TRAINHUB_FAKE_MODE": mode, **env},
     )
 
 

@@ -30,7 +30,7 @@ def _task_json(task_id: int = 31, attempt: int = 1, mode: str = "serve") -> dict
         "index": 0,
         "attempt": attempt,
         "resources": {"cpu": 1.0, "memory_mb": 2048, "gpu_indices": []},
-        "env": {"TRAINHUB_ROLE": "ps", "TRAINHUB_JOB_ID": "12", "FAKE_MODE": mode},
+        "env": {"TRAINHUB_ROLE": "ps", "TRAINHUB_JOB_ID": "12", "TRAINHUB_FAKE_MODE": mode},
     }
 
 

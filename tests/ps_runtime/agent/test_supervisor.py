@@ -109,7 +109,7 @@ def test_task_runs_reports_logs_metrics_and_success(supervisor: Supervisor, outb
 
 def test_failure_exit_code_and_no_gpus(supervisor: Supervisor, outbox: Outbox) -> None:
     collector = Collector(outbox)
-    task = fake_task(FAKE_EXIT_CODE="3", cpu=0.5)
+    task = fake_task(TRAINHUB_FAKE_EXIT_CODE="3", cpu=0.5)
     supervisor.start(task)
     collector.wait_status(task.key, "failed")
     final = collector.messages[-1]

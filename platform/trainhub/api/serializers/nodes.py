@@ -47,6 +47,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "gpus",
             "owner",
             "labels",
+            "isolation",
             "state",
             "alive",
             "active_tasks",

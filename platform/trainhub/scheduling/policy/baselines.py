@@ -22,7 +22,7 @@ def schedule_fifo(snapshot: Snapshot) -> Decisions:
             continue
         placed = st.cap.place_gang(job.team, job.gang())
         if placed is None:
-            st.reason(job, st.cap.why_not(job.gang()))
+            st.reason(job, st.cap.why_not(job.gang(), job.team))
             blocker = job.id
         else:
             st.start(job, placed, borrowed=False)
@@ -34,7 +34,7 @@ def schedule_priority(snapshot: Snapshot) -> Decisions:
     for job in sorted(st.pending, key=lambda j: (-j.weight, j.submit_time, j.id)):
         placed = st.cap.place_gang(job.team, job.gang())
         if placed is None:
-            st.reason(job, st.cap.why_not(job.gang()))
+            st.reason(job, st.cap.why_not(job.gang(), job.team))
         else:
             st.start(job, placed, borrowed=False)
     return st.finish()

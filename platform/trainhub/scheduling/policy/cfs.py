@@ -29,7 +29,7 @@ def _start_reserved(st: CycleState) -> None:
     ):
         held = st.reservations.pop(job.id)
         for r in held:
-            st.cap.give_back(st.cap.position[r.node_id], r.resources)
+            st.cap.give_back(st.cap.position[r.node_id], r.resources, job.team)
             st.book.remove(job.team, r.resources)
         placed = st.cap.place_gang(job.team, job.gang())
         if placed is not None:
@@ -37,7 +37,7 @@ def _start_reserved(st: CycleState) -> None:
             st.start(job, placed, borrows)
             continue
         for r in held:
-            st.cap.take(st.cap.position[r.node_id], r.resources)
+            st.cap.take(st.cap.position[r.node_id], r.resources, job.team)
             st.book.add(job.team, r.resources)
         st.reservations[job.id] = held
         st.reason(job, "capacity reclaimed for it: waiting for other jobs' tasks to stop")
@@ -81,4 +81,4 @@ def _try_start(st: CycleState, job: Job) -> None:
     if admission.reclaim:
         st.reason(job, "its team's idle quota is lent out and cannot be reclaimed yet")
     else:
-        st.reason(job, st.cap.why_not(gang))
+        st.reason(job, st.cap.why_not(gang, job.team))

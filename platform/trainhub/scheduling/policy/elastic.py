@@ -50,7 +50,7 @@ def grow(st: CycleState) -> None:
         if pos is None:
             failed.add((job.team, job.worker))
             continue
-        st.cap.take(pos, job.worker)
+        st.cap.take(pos, job.worker, job.team)
         st.book.add(job.team, job.worker)
         node_id = st.cap.node_ids[pos]
         index = rj.next_worker_index

@@ -48,6 +48,9 @@ class Node:
     # How many GPUs of each model the node has ({"NVIDIA A100-SXM4-80GB": 8}); their sum
     # is `capacity.gpu` when known. Empty: models unknown (only model-free work fits).
     gpu_models: Mapping[str, int] = field(default_factory=dict)
+    # False when the node's agent cannot isolate tasks (isolation "none"): it then hosts
+    # the tasks of one team at a time.
+    isolated: bool = True
 
     @property
     def has_gpus(self) -> bool:

@@ -8,11 +8,15 @@ capacity is given back, so a queue of identical jobs costs one search.
 
 GPUs are also counted per model on each node: a task bound to a model (`ModelResources`)
 fits only where enough GPUs of that model are free, and takes them from that model's count.
+A node whose agent cannot isolate tasks (`Node.isolated` false: `isolation: "none"`)
+hosts one team at a time: the teams holding capacity there are counted, and `find` skips
+it for any other team.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from .model import EPSILON, PS, READY, Node, Resources, gpu_model_of
@@ -35,6 +39,9 @@ class Capacity:
         self.has_gpus = [n.has_gpus for n in nodes]
         self.ready = [n.state == READY for n in nodes]
         self.owner = [n.owner for n in nodes]
+        self.isolated = [n.isolated for n in nodes]
+        # Teams holding capacity on each node without isolation (tasks, reservations).
+        self.teams: list[Counter[str]] = [Counter() for _ in nodes]
         self.reserve_per_gpu = cpu_reserved_per_free_gpu
         # Free GPUs per model, per node position.
         self.model_free: list[dict[str, float]] = [
@@ -59,11 +66,12 @@ class Capacity:
 
     # -- building ---------------------------------------------------------------------------
 
-    def hold(self, node_id: int, res: Resources) -> None:
+    def hold(self, node_id: int, res: Resources, team: str | None = None) -> None:
         """Count resources as used before the index is built (tasks, reservations)."""
         pos = self.position.get(node_id)
         if pos is None:
             return
+        self.occupy(pos, team)
         self.cpu[pos] -= res.cpu
         self.mem[pos] -= res.memory_mb
         self.gpu[pos] -= res.gpu
@@ -90,6 +98,20 @@ class Capacity:
         if self.has_gpus[pos]:
             return (self.gpu[pos], self.cpu[pos], pos)
         return (self.cpu[pos], self.mem[pos], pos)
+
+    def occupy(self, pos: int, team: str | None, count: int = 1) -> None:
+        """Count (or with a negative count, uncount) a team's hold on a node without
+        isolation; nodes with isolation need no count."""
+        if team is None or self.isolated[pos]:
+            return
+        held = self.teams[pos]
+        held[team] += count
+        if held[team] <= 0:
+            del held[team]
+
+    def allows(self, pos: int, team: str) -> bool:
+        """Whether `team` may get capacity on the node: isolated, or no other team there."""
+        return self.isolated[pos] or all(t == team for t in self.teams[pos])
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -149,7 +171,7 @@ class Capacity:
                 pos = keys[i][2]
                 if exclude is not None and pos in exclude:
                     continue
-                if self.fits(pos, res):
+                if self.fits(pos, res) and self.allows(pos, team):
                     return pos
         return None
 
@@ -172,11 +194,13 @@ class Capacity:
         if indexed:
             insort(keys, self._key(pos))
 
-    def take(self, pos: int, res: Resources) -> None:
+    def take(self, pos: int, res: Resources, team: str | None = None) -> None:
         self._move(pos, res, -1)
+        self.occupy(pos, team)
 
-    def give_back(self, pos: int, res: Resources) -> None:
+    def give_back(self, pos: int, res: Resources, team: str | None = None) -> None:
         self._move(pos, res, +1)
+        self.occupy(pos, team, -1)
         self.release_version += 1
 
     # -- gangs ------------------------------------------------------------------------------
@@ -202,31 +226,44 @@ class Capacity:
             if pos is None:
                 for _, _, p, r in placed:
                     self._move(p, r, +1)
+                    self.occupy(p, team, -1)
                 self._failed[shape] = (self.release_version, "")
                 return None
-            self.take(pos, res)
+            self.take(pos, res, team)
             if role == PS:
                 ps_nodes.add(pos)
             placed.append((role, index, pos, res))
         return placed
 
-    def unplace(self, placed: Iterable[Placed]) -> None:
+    def unplace(self, placed: Iterable[Placed], team: str | None = None) -> None:
         for _, _, pos, res in placed:
-            self.give_back(pos, res)
+            self.give_back(pos, res, team)
 
-    def why_not(self, tasks: Sequence[TaskSpec]) -> str:
+    def why_not(self, tasks: Sequence[TaskSpec], team: str | None = None) -> str:
         """A human-readable reason why the gang does not fit now."""
-        shape = ("why", tuple(t[2] for t in tasks))
+        shape = ("why", team, tuple(t[2] for t in tasks))
         memo = self._failed.get(shape)
         if memo is not None and memo[0] == self.release_version:
             return memo[1]
-        reason = self._why_not(tasks)
+        reason = self._why_not(tasks, team)
         self._failed[shape] = (self.release_version, reason)
         return reason
 
-    def _why_not(self, tasks: Sequence[TaskSpec]) -> str:
+    def _why_not(self, tasks: Sequence[TaskSpec], team: str | None = None) -> str:
         if not any(self.ready):
             return "no nodes are available"
+        if team is not None:
+            biggest_task = max(tasks, key=lambda t: (t[2].gpu, t[2].cpu, t[2].memory_mb))[2]
+            fitting = [
+                p for p in range(len(self.ready)) if self.ready[p] and self.fits(p, biggest_task)
+            ]
+            if fitting and not any(self.allows(p, team) for p in fitting):
+                others = sorted({t for p in fitting for t in self.teams[p] if t != team})
+                return (
+                    "the nodes with room run tasks of another team ("
+                    + ", ".join(others)
+                    + ") and do not isolate tasks (isolation: none): one team at a time"
+                )
         need = Resources()
         for _, _, res in tasks:
             need = need + res

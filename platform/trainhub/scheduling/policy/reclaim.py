@@ -167,9 +167,9 @@ def _apply(st: CycleState, unit: _Unit, sign: int) -> None:
     total = Resources()
     for pos, res in unit.tasks:
         if sign > 0:
-            st.cap.give_back(pos, res)
+            st.cap.give_back(pos, res, unit.job.job.team)
         else:
-            st.cap.take(pos, res)
+            st.cap.take(pos, res, unit.job.job.team)
         total = total + res
     if sign > 0:
         st.book.remove(unit.job.job.team, total)
@@ -227,7 +227,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     used_nodes = {pos for _, _, pos, _ in placed}
     needed = [u for u in taken if any(pos in used_nodes for pos, _ in u.tasks)]
     spare = [u for u in taken if u not in needed]
-    st.cap.unplace(placed)
+    st.cap.unplace(placed, job.team)
     for unit in reversed(spare):
         _apply(st, unit, -1)
         again = st.book.admit(job.team, demand, may_borrow)
@@ -243,7 +243,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     # placement is reserved, so the node is accounted twice until then (never over-given).
     for unit in needed:
         for pos, res in unit.tasks:
-            st.cap.take(pos, res)
+            st.cap.take(pos, res, unit.job.job.team)
         _record(st, unit, job)
     st.reserve(job, placed)
     n = sum(len(u.tasks) for u in needed)

@@ -88,6 +88,7 @@ class CycleState:
                 res = t.resources
                 pos = position.get(t.node_id)
                 if pos is not None:  # tasks hold capacity until they are gone
+                    cap.occupy(pos, job.team)
                     cpu[pos] -= res.cpu
                     mem[pos] -= res.memory_mb
                     gpu[pos] -= res.gpu
@@ -131,7 +132,7 @@ class CycleState:
             if r.node_id not in cap.position:
                 continue
             reservations[r.job_id].append(r)
-            cap.hold(r.node_id, r.resources)
+            cap.hold(r.node_id, r.resources, owner.team)
             book.add(owner.team, r.resources)
         cap.build_index()
         return cls(snapshot, cap, book, running, pending, dict(reservations))

@@ -1,0 +1,258 @@
+"""How tasks are kept apart from the agent and from each other (docs/protocol.md §2).
+
+In every mode a task's environment is an allow-list (`task_environment`): its own
+`TRAINHUB_*` variables from the desired task, a few locale and path variables, and what
+the agent adds (metrics fd, cluster file, `CUDA_VISIBLE_DEVICES`) — never the agent's
+credential, passwords, `REDIS_URL`, `DATABASE_URL` or `DJANGO_*`.
+
+An agent running as root isolates (`uid+cgroup`): every job runs as its own unprivileged
+uid from `TRAINHUB_TASK_UID_RANGE`, in a 0700 directory that uid owns, inside a cgroup
+that enforces the task's memory and CPU. Any other agent reports `none`: tasks run as the
+agent's user, and the scheduler never puts two teams on such a node at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import site
+import stat
+import sys
+import sysconfig
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import ps_runtime
+from ps_runtime import taskenv
+from ps_runtime.agent import cgroups
+from ps_runtime.agent.messages import IsolationMode
+
+logger = logging.getLogger(__name__)
+
+# Agent settings (never passed to a task).
+# "auto" (default): isolate when root and the host allows it, else say why and report
+# "none"; "required": refuse to start without isolation; "none": never isolate.
+ISOLATION_ENV = "TRAINHUB_TASK_ISOLATION"
+ISOLATION_SETTINGS = ("auto", "required", "none")
+UID_RANGE_ENV = "TRAINHUB_TASK_UID_RANGE"
+TASK_PYTHON_ENV = "TRAINHUB_TASK_PYTHON"
+DEFAULT_UID_RANGE = "200000-265535"
+
+# What `Isolation.mode` reports to the control plane (heartbeat `isolation`).
+MODE_NONE = IsolationMode.NONE
+MODE_UID = IsolationMode.UID  # root, but no usable cgroup hierarchy: RLIMIT_AS bounds memory
+MODE_UID_CGROUP = IsolationMode.UID_CGROUP
+
+# Taken from the agent's own environment; everything else is dropped.
+PASSED_FROM_AGENT = ("PATH", "LANG", "LC_ALL", "TZ")
+# The agent's TLS files for task gRPC, passed through (docs/protocol.md §2).
+PASSED_TASK_VARIABLES = (taskenv.TLS_CERT.name, taskenv.TLS_KEY.name, taskenv.TLS_CA.name)
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+TASK_PREFIX = "TRAINHUB_"
+
+
+class IsolationError(RuntimeError):
+    """A setting or the host does not allow the configured isolation; says what to fix."""
+
+
+def task_environment(
+    agent_env: Mapping[str, str],
+    desired_env: Mapping[str, str],
+    *,
+    home: str,
+    pythonpath: Sequence[str] = (),
+    gpu_indices: Sequence[int] = (),
+) -> dict[str, str]:
+    """The whole environment of a task process, built from an allow-list.
+
+    `desired_env` comes from the control plane; only its `TRAINHUB_*` names are kept.
+    `agent_env` contributes `PATH`, `LANG`, `LC_ALL`, `TZ` and the TLS file variables,
+    nothing else. The caller adds the metrics fd and the cluster file.
+    """
+    env: dict[str, str] = {}
+    for name in PASSED_FROM_AGENT + PASSED_TASK_VARIABLES:
+        if agent_env.get(name):
+            env[name] = agent_env[name]
+    env.setdefault("PATH", DEFAULT_PATH)
+    for name, value in desired_env.items():
+        if name.startswith(TASK_PREFIX):
+            env[name] = value
+        else:
+            logger.warning("not passing %s to a task: only TRAINHUB_* variables are", name)
+    env["HOME"] = home
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices)
+    return env
+
+
+def runtime_pythonpath() -> list[str]:
+    """Where this runtime and its dependencies are imported from, for a task interpreter
+    that is not the agent's own (a venv's packages are invisible to /usr/bin/python3)."""
+    source_root = str(Path(ps_runtime.__file__).resolve().parent.parent)
+    paths = [source_root]
+    for path in [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]:
+        if path not in paths:
+            paths.append(path)
+    for path in site.getsitepackages():
+        if path not in paths:
+            paths.append(path)
+    return paths
+
+
+def parse_uid_range(text: str, name: str = UID_RANGE_ENV) -> range:
+    """`"200000-265535"` (inclusive) as a range; never includes uid 0."""
+    low, sep, high = text.strip().partition("-")
+    if not (sep and low.isdigit() and high.isdigit()):
+        raise IsolationError(f"{name}={text!r} must look like 200000-265535")
+    first, last = int(low), int(high)
+    if first < 1000 or last < first or last >= 2**32 - 1:
+        raise IsolationError(
+            f"{name}={text!r}: uids must be ≥ 1000, in order, and below 4294967295"
+        )
+    return range(first, last + 1)
+
+
+def uid_for_job(job_id: int, uids: range) -> int:
+    """The job's uid (its gid is the same number): every task of a job shares it."""
+    return uids[job_id % len(uids)]
+
+
+def _executable_by_others(path: Path) -> bool:
+    """Whether a uid other than ours can execute `path`: o+x on it and o+x on every parent."""
+    try:
+        resolved = path.resolve(strict=True)
+    except OSError:
+        return False
+    for part in [resolved, *resolved.parents]:
+        mode = part.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            return False
+    return True
+
+
+def _same_version_pythons() -> list[Path]:
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return [Path("/usr/bin") / name, Path("/usr/local/bin") / name]
+
+
+def resolve_task_python(environ: Mapping[str, str], *, isolating: bool) -> str:
+    """The interpreter tasks run: `TRAINHUB_TASK_PYTHON`, else the agent's own when a task
+    uid can run it, else a system Python of the same version (so the agent's compiled
+    packages load in it)."""
+    configured = environ.get(TASK_PYTHON_ENV, "")
+    if configured:
+        if isolating and not _executable_by_others(Path(configured)):
+            raise IsolationError(
+                f"{TASK_PYTHON_ENV}={configured} cannot be run by the task uids "
+                "(it and every directory above it need o+x)"
+            )
+        return configured
+    if not isolating or _executable_by_others(Path(sys.executable)):
+        return sys.executable
+    for candidate in _same_version_pythons():
+        if _executable_by_others(candidate):
+            return str(candidate)
+    raise IsolationError(
+        f"the agent's Python {sys.executable} cannot be run by the task uids and no "
+        f"system python{sys.version_info.major}.{sys.version_info.minor} was found: "
+        f"set {TASK_PYTHON_ENV} to an interpreter every user can run"
+    )
+
+
+def check_reachable(path: Path) -> None:
+    """Raise unless other uids can traverse `path` and every directory above it."""
+    path.mkdir(parents=True, exist_ok=True)
+    resolved = path.resolve()
+    for part in [resolved, *resolved.parents]:
+        if not part.stat().st_mode & stat.S_IXOTH:
+            raise IsolationError(
+                f"{path} is not reachable by the task uids: {part} has no o+x "
+                "(use a work or checkpoint directory every user can traverse)"
+            )
+
+
+def prepare_private_dir(path: Path, uid: int, gid: int) -> None:
+    """Create `path` 0700 and owned by uid:gid; the directories above it must be
+    traversable by that uid, which is checked so a task never fails obscurely."""
+    path.mkdir(parents=True, exist_ok=True)
+    check_reachable(path.parent)
+    os.chown(path, uid, gid)
+    os.chmod(path, 0o700)
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """The agent's isolation settings, decided once at start."""
+
+    mode: IsolationMode = MODE_NONE
+    python: str = sys.executable
+    pythonpath: tuple[str, ...] = ()
+    uids: range | None = None
+    hierarchy: cgroups.Hierarchy | None = None
+
+    @property
+    def isolating(self) -> bool:
+        return self.uids is not None
+
+    def identity(self, job_id: int) -> tuple[int, int] | None:
+        """(uid, gid) for the job's tasks, or None when tasks run as the agent's user."""
+        if self.uids is None:
+            return None
+        uid = uid_for_job(job_id, self.uids)
+        return uid, uid
+
+    @classmethod
+    def from_settings(
+        cls,
+        work_dir: Path,
+        environ: Mapping[str, str] | None = None,
+        *,
+        euid: int | None = None,
+        cgroup_root: Path = cgroups.CGROUP_ROOT,
+    ) -> Isolation:
+        """Read the agent settings: isolate when running as root unless
+        `TRAINHUB_TASK_ISOLATION=none`. Under `auto`, a host that cannot isolate (no
+        interpreter the task uids can run, a work dir they cannot reach) gives `none`
+        with a warning naming the cause; under `required` it is an error.
+
+        Raises:
+            IsolationError: naming the setting or path that is wrong.
+        """
+        env = os.environ if environ is None else environ
+        euid = os.geteuid() if euid is None else euid
+        wanted = env.get(ISOLATION_ENV, "auto") or "auto"
+        if wanted not in ISOLATION_SETTINGS:
+            raise IsolationError(f"{ISOLATION_ENV}={wanted!r} must be one of {ISOLATION_SETTINGS}")
+        pythonpath = tuple(runtime_pythonpath())
+        if wanted == "none" or euid != 0:
+            if wanted == "required":
+                raise IsolationError(f"{ISOLATION_ENV}=required needs the agent to run as root")
+            return cls(MODE_NONE, resolve_task_python(env, isolating=False), pythonpath)
+        try:
+            uids = parse_uid_range(env.get(UID_RANGE_ENV, "") or DEFAULT_UID_RANGE)
+            python = resolve_task_python(env, isolating=True)
+            check_reachable(work_dir)
+        except IsolationError as exc:
+            if wanted == "required":
+                raise
+            logger.warning("cannot isolate tasks, running them unisolated: %s", exc)
+            return cls(MODE_NONE, resolve_task_python(env, isolating=False), pythonpath)
+        hierarchy = cgroups.detect(cgroup_root)
+        mode = MODE_UID_CGROUP if hierarchy is not None else MODE_UID
+        return cls(mode, python, pythonpath, uids, hierarchy)
+
+    def describe(self) -> str:
+        if self.uids is None:
+            return (
+                "tasks are NOT isolated (isolation: none): they run as this agent's user; "
+                "run the agent as root to give each job its own uid and cgroup"
+            )
+        cgroup = (
+            f"cgroup v{self.hierarchy.version}" if self.hierarchy else "no cgroup (RLIMIT_AS only)"
+        )
+        return (
+            f"tasks isolated ({self.mode}): uids {self.uids.start}-{self.uids.stop - 1}, "
+            f"{cgroup}, python {self.python}"
+        )
