@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from ps_runtime import taskenv
 from ps_runtime.agent import limits, protocol
+from ps_runtime.agent.codecache import CodeCache
 from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
@@ -125,12 +126,14 @@ class Supervisor:
         cpus: Sequence[int] | None = None,
         command: Sequence[str] = TASK_COMMAND,
         on_exit: Callable[[TaskKey], None] | None = None,
+        code: CodeCache | None = None,
     ) -> None:
         self._outbox = outbox
         self._work_dir = work_dir
         self._cpus = list(cpus) if cpus is not None else sorted(os.sched_getaffinity(0))
         self._command = list(command)
         self._on_exit = on_exit
+        self._code = code
         self._lock = threading.Lock()
         self._live: dict[TaskKey, TaskProcess] = {}  # guarded by _lock
         self._finished: set[TaskKey] = set()  # guarded by _lock
@@ -180,6 +183,8 @@ class Supervisor:
             cluster_file = cwd / "cluster.json"
             _write_atomically(cluster_file, cluster)
             taskenv.CLUSTER_FILE.put(env, str(cluster_file))
+            # The job's own code, unpacked read-only (a CodeError is a failure to start).
+            taskenv.CODE_DIR.put(env, self._code.prepare(task, cwd) if self._code else None)
             proc = subprocess.Popen(
                 self._command,
                 env=env,
