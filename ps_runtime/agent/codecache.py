@@ -79,6 +79,7 @@ class CodeCache:
         path = self.archive(task)
         if path is None:
             return None
+        task_dir.mkdir(parents=True, exist_ok=True)
         dest = task_dir / "code"
         if dest.exists():  # a leftover of an earlier try of this attempt
             archives.make_writable(dest)

@@ -91,7 +91,7 @@ def _copy_hashing(data: IO[bytes], target: Path, limit: int) -> tuple[str, int]:
         for chunk in iter(lambda: data.read(_CHUNK), b""):
             size += len(chunk)
             if size > limit:
-                raise CodeArchiveTooLarge(f"the archive is larger than {limit // 2**20} MiB")
+                raise CodeArchiveTooLarge(f"the archive is larger than {limit / 2**20:g} MiB")
             digest.update(chunk)
             out.write(chunk)
     if size == 0:

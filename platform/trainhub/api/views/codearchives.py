@@ -69,7 +69,7 @@ class CodeArchiveUploadView(APIView):
     )
     def post(self, request: Request) -> Response:
         limit = max_bytes()
-        too_large = {"file": [f"The archive is larger than {limit // 2**20} MiB."]}
+        too_large = {"file": [f"The archive is larger than {limit / 2**20:g} MiB."]}
         if _content_length(request) > limit + _FRAMING_BYTES:
             return Response(too_large, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
         upload = request.FILES.get("file")
