@@ -7,14 +7,30 @@ import stat
 import tarfile
 import zipfile
 
-MYMODEL = b'''"""A user's model that exists only in its code archive."""
+MYMODEL = b'''"""A user's model that exists only in its code archive: the coordinator runs
+`train`, the workers import `square` from the same archive."""
 
 import ps_runtime
+from ps_runtime.cluster import ClusterResolver
+from ps_runtime.coordinator import ClusterCoordinator
+from ps_runtime.strategy import ParameterServerStrategy
+
+
+def square(x: int) -> int:
+    return x * x
 
 
 def train(steps: int = 3) -> dict[str, int]:
-    for step in range(steps):
-        ps_runtime.report(step=step, user_code_metric=float(step))
+    strategy = ParameterServerStrategy(ClusterResolver())
+    coordinator = ClusterCoordinator(strategy)
+    try:
+        values = [coordinator.schedule(square, (step,)) for step in range(steps)]
+        coordinator.join()
+        for step, value in enumerate(values):
+            ps_runtime.report(step=step, user_code_square=float(value.fetch()))
+    finally:
+        coordinator.shutdown()
+        strategy.close()
     return {"steps": steps}
 '''
 

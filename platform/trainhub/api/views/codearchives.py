@@ -42,7 +42,13 @@ _FRAMING_BYTES = 64 * 1024
 CodeUploaded = inline_serializer(
     "CodeUploaded", {"digest": serializers.CharField(), "size": serializers.IntegerField()}
 )
-FieldError = inline_serializer("CodeFieldError", {"file": serializers.ListField()})
+FieldError = inline_serializer(
+    "CodeFieldError",
+    {
+        name: serializers.ListField(child=serializers.CharField(), required=False)
+        for name in ("file", "team")
+    },
+)
 Detail = inline_serializer("CodeError", {"detail": serializers.CharField()})
 
 
