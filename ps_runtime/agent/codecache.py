@@ -50,6 +50,8 @@ class CodeCache:
         self._timeout = timeout
         self._lock = threading.Lock()  # guards _locks
         self._locks: dict[str, threading.Lock] = {}  # one fetch per digest at a time
+        # Digest -> (inode, size, mtime) of the cached file when its sha256 last matched.
+        self._verified: dict[str, tuple[int, int, int]] = {}
 
     def archive(self, task: DesiredTask) -> Path | None:
         """The verified archive of the task's job (fetched if needed); None: no code."""
@@ -61,11 +63,15 @@ class CodeCache:
         with lock:
             path = self._dir / digest.removeprefix(archives.DIGEST_PREFIX)
             if path.is_file():
+                if self._verified.get(digest) == _identity(path):
+                    return path  # hashed since its last change (the prefetch, a sibling task)
                 if archives.sha256_file(path) == digest:
+                    self._verified[digest] = _identity(path)
                     return path
                 logger.warning("cached code %s is corrupt; fetching it again", digest)
                 path.unlink()
             self._fetch(task, digest, path)
+            self._verified[digest] = _identity(path)
             return path
 
     def prepare(self, task: DesiredTask, task_dir: Path) -> str | None:
@@ -133,3 +139,8 @@ def _save(answer: io.BufferedIOBase, target: Path) -> str:
             digest.update(chunk)
             out.write(chunk)
     return archives.DIGEST_PREFIX + digest.hexdigest()
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns

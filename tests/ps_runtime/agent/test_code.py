@@ -109,7 +109,7 @@ def test_a_corrupt_cache_entry_is_fetched_again(server: FakeServer, tmp_path: Pa
     cache = CodeCache(server.url, tmp_path / "cache")
     path = cache.archive(task_with_code(digest))
     assert path is not None
-    path.write_bytes(b"garbage")
+    path.write_bytes(b"garbage")  # a new size and mtime: hashed again
     assert cache.archive(task_with_code(digest)) == path
     assert path.read_bytes() == data
     assert len(server.requests) == 2
@@ -182,3 +182,18 @@ def test_the_supervisor_unpacks_the_code_before_the_task_starts(
     wait_for(lambda: finished((7, 2)), 15, "the failed start")
     failed = [m for m in messages if m.get("state") == "failed"]
     assert "HTTP 404" in str(failed[0]["message"])
+
+
+def test_a_task_told_of_code_that_was_not_unpacked_says_so() -> None:
+    env = {
+        taskenv.ROLE.name: "worker",
+        taskenv.JOB_TOKEN.name: TOKEN,
+        taskenv.BIND.name: "127.0.0.1:1",
+        taskenv.CODE.name: "sha256:" + "3" * 64,
+    }
+    with pytest.raises(taskenv.TaskEnvError, match="TRAINHUB_CODE_DIR is not"):
+        taskenv.TaskEnvironment.from_env(env)
+    parsed = taskenv.TaskEnvironment.from_env({**env, taskenv.CODE_DIR.name: "/x/code"})
+    assert (parsed.code, parsed.code_dir) == ("sha256:" + "3" * 64, "/x/code")
+    with pytest.raises(taskenv.TaskEnvError, match="TRAINHUB_CODE='md5:1'"):
+        taskenv.TaskEnvironment.from_env({**env, taskenv.CODE.name: "md5:1"})
