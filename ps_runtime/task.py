@@ -120,6 +120,9 @@ def main(env: Mapping[str, str] | None = None) -> int:
     )
     try:
         task_env = TaskEnvironment.from_env(env)
+        if task_env.code_dir:
+            # The job's own code comes first, so `entrypoint: mymodel:train` finds it.
+            sys.path.insert(0, task_env.code_dir)
         if task_env.role == Role.COORDINATOR:
             return run_coordinator(task_env)
         return serve(task_env)

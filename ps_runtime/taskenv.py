@@ -124,6 +124,13 @@ def _entrypoint(name: str, text: str) -> str:
     return text
 
 
+def _digest(name: str, text: str) -> str:
+    hexpart = text.removeprefix("sha256:")
+    if not text.startswith("sha256:") or len(hexpart) != 64 or hexpart.strip("0123456789abcdef"):
+        raise TaskEnvError(f"{name}={text!r} must look like sha256:<64 hex digits>")
+    return text
+
+
 def _args(name: str, text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
@@ -189,6 +196,10 @@ ARGS = Variable("TRAINHUB_ARGS", _args, json.dumps)
 CHECKPOINT_DIR = Variable("TRAINHUB_CHECKPOINT_DIR", _text)
 CHECKPOINT_EVERY_SECONDS = Variable("TRAINHUB_CHECKPOINT_EVERY_SECONDS", _seconds, _number_text)
 STARTUP_TIMEOUT = Variable("TRAINHUB_STARTUP_TIMEOUT", _seconds, _number_text)
+# The job's code archive (a spec's `code`); the agent fetches and unpacks it into
+# CODE_DIR, which the task puts first on sys.path.
+CODE = Variable("TRAINHUB_CODE", _digest)
+CODE_DIR = Variable("TRAINHUB_CODE_DIR", _text)
 # Set by the agent: the write end of a pipe that `ps_runtime.report()` writes to.
 METRICS_FD = Variable("TRAINHUB_METRICS_FD", _index)
 
@@ -209,6 +220,8 @@ VARIABLES: tuple[Variable[Any], ...] = (
     CHECKPOINT_DIR,
     CHECKPOINT_EVERY_SECONDS,
     STARTUP_TIMEOUT,
+    CODE,
+    CODE_DIR,
     METRICS_FD,
 )
 
@@ -234,9 +247,12 @@ class TaskEnvironment:
     args: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_every_seconds: float | None = None
     startup_timeout_seconds: float | None = None
+    # Coordinator and worker: the job's code archive ("sha256:<hex>").
+    code: str | None = None
     # Added by the agent.
     cluster_file: str | None = None
     metrics_fd: int | None = None
+    code_dir: str | None = None
 
     @property
     def startup_timeout(self) -> float:
@@ -260,8 +276,10 @@ class TaskEnvironment:
             ARGS.put(env, dict(self.args))
         CHECKPOINT_EVERY_SECONDS.put(env, self.checkpoint_every_seconds)
         STARTUP_TIMEOUT.put(env, self.startup_timeout_seconds)
+        CODE.put(env, self.code)
         CLUSTER_FILE.put(env, self.cluster_file)
         METRICS_FD.put(env, self.metrics_fd)
+        CODE_DIR.put(env, self.code_dir)
         return {k: v for k, v in env.items() if v != ""}
 
     @classmethod
@@ -281,6 +299,12 @@ class TaskEnvironment:
         else:
             entrypoint, args, cluster = None, {}, CLUSTER.read(env)
             bind = BIND.require(env, f"a {role} task serves gRPC on it; {DOCS}")
+        code = CODE.read(env)
+        if code is not None and not CODE_DIR.is_set(env):
+            raise TaskEnvError(
+                f"{CODE.name} is set but {CODE_DIR.name} is not: the job's code archive was "
+                f"not unpacked (an agent too old to fetch code?); {DOCS}"
+            )
         return cls(
             role=role,
             job_token=JOB_TOKEN.require(env),
@@ -296,4 +320,6 @@ class TaskEnvironment:
             startup_timeout_seconds=STARTUP_TIMEOUT.read(env),
             cluster_file=CLUSTER_FILE.read(env),
             metrics_fd=METRICS_FD.read(env),
+            code=code,
+            code_dir=CODE_DIR.read(env),
         )

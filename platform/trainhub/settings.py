@@ -232,6 +232,9 @@ TASK_PORT_RANGE = (
     int(os.environ.get("TRAINHUB_TASK_PORT_MAX", "31999")),
 )
 CHECKPOINT_ROOT = os.environ.get("TRAINHUB_CHECKPOINT_ROOT", str(DATA_DIR / "checkpoints"))
+# Users' code archives (POST /api/v1/code/): the upload limit, and where they are kept.
+CODE_MAX_BYTES = int(float(os.environ.get("TRAINHUB_CODE_MAX_MB", "100")) * 1024 * 1024)
+CODE_DIR = DATA_DIR / "code"
 # The URL nodes reach this server at (install commands); unset: the request's own URL.
 PUBLIC_URL = os.environ.get("TRAINHUB_PUBLIC_URL", "").rstrip("/")
 # Where the trainhub-runtime wheel that /agent/dist/ serves is kept (built there on

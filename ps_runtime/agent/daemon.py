@@ -24,6 +24,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from ps_runtime.agent import protocol, rest
+from ps_runtime.agent.codecache import CodeCache, CodeError
 from ps_runtime.agent.facts import UsageSampler
 from ps_runtime.agent.isolation import Isolation
 from ps_runtime.agent.outbox import Outbox
@@ -70,8 +71,14 @@ class Agent:
     ) -> None:
         self.state = state
         self.outbox = Outbox()
+        self.code = CodeCache(state.server, work_dir / "code")
         self.supervisor = Supervisor(
-            self.outbox, work_dir, cpus=cpus, command=command, isolation=isolation
+            self.outbox,
+            work_dir,
+            cpus=cpus,
+            command=command,
+            isolation=isolation,
+            code=self.code,
         )
         self.sampler = UsageSampler()
         self.fatal_message: str | None = None
@@ -290,6 +297,10 @@ class Agent:
             for old, grace in graces.items():
                 if old.id == task.id:
                     await asyncio.to_thread(self.supervisor.wait_gone, old, grace + 2.0)
+            # Download the job's code off the event loop; start() unpacks the cached copy
+            # (and reports a failure to fetch as the task's failure to start).
+            with contextlib.suppress(CodeError):
+                await asyncio.to_thread(self.code.archive, task)
             self.supervisor.start(task)
 
 

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from ps_runtime import taskenv
 from ps_runtime.agent import cgroups, limits, protocol
+from ps_runtime.agent.codecache import CodeCache
 from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
 from ps_runtime.agent.isolation import (
     Isolation,
@@ -135,6 +136,7 @@ class Supervisor:
         command: Sequence[str] | None = None,
         on_exit: Callable[[TaskKey], None] | None = None,
         isolation: Isolation | None = None,
+        code: CodeCache | None = None,
     ) -> None:
         self._outbox = outbox
         self._work_dir = work_dir
@@ -144,6 +146,7 @@ class Supervisor:
             command = (self.isolation.python, *TASK_MODULE)
         self._command = list(command)
         self._on_exit = on_exit
+        self._code = code
         self._lock = threading.Lock()
         self._live: dict[TaskKey, TaskProcess] = {}  # guarded by _lock
         self._finished: set[TaskKey] = set()  # guarded by _lock
@@ -206,6 +209,8 @@ class Supervisor:
             cluster_file = cwd / "cluster.json"
             _write_atomically(cluster_file, cluster)
             taskenv.CLUSTER_FILE.put(env, str(cluster_file))
+            # The job's own code, unpacked read-only (a CodeError is a failure to start).
+            taskenv.CODE_DIR.put(env, self._code.prepare(task, cwd) if self._code else None)
             if self.isolation.hierarchy is not None:
                 # GPU device files are numbered like nvidia-smi's indices (PCI order).
                 cgroup = cgroups.create(

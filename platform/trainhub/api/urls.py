@@ -4,6 +4,7 @@ from rest_framework.routers import DefaultRouter
 
 from .auth import ObtainTokenView
 from .views.accounts import ApiTokenViewSet
+from .views.codearchives import CodeArchiveDownloadView, CodeArchiveUploadView
 from .views.jobs import JobViewSet
 from .views.nodes import EnrollmentTokenViewSet, NodeViewSet
 from .views.teams import TeamViewSet, UserViewSet
@@ -19,6 +20,8 @@ router.register("tokens", ApiTokenViewSet, basename="token")
 urlpatterns = [
     path("v1/auth/token/", ObtainTokenView.as_view(), name="auth-token"),
     path("v1/", include("trainhub.agents.api.urls")),
+    path("v1/code/", CodeArchiveUploadView.as_view(), name="code-upload"),
+    path("v1/code/<str:digest>/", CodeArchiveDownloadView.as_view(), name="code-download"),
     path("v1/", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

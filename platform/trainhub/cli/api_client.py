@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -59,3 +59,7 @@ class ApiClient:
 
     def post(self, path: str, body: Any = None) -> Any:
         return self.request("POST", path, json=body if body is not None else {})
+
+    def upload(self, path: str, file: IO[bytes], filename: str, **fields: str) -> Any:
+        """POST a multipart form: `file` as the field `file`, plus plain `fields`."""
+        return self.request("POST", path, files={"file": (filename, file)}, data=fields)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -19,7 +20,7 @@ import yaml
 
 from trainhub.jobs.jobspec import JobSpec
 
-from . import config
+from . import codepack, config
 from .api_client import ApiClient, ApiError
 from .output import amount, print_json, print_table
 
@@ -50,6 +51,13 @@ def add_commands(sub: Any) -> None:
     p = command("submit", submit, "submit a job from a YAML (or JSON) spec")
     p.add_argument("spec", type=Path, help="job spec file, e.g. job.yaml")
     p.add_argument("--team", help="override the spec's team")
+    p.add_argument(
+        "--code",
+        type=Path,
+        metavar="DIR",
+        help="pack DIR (minus .trainhubignore), upload it and run the job with it first on "
+        "the Python path",
+    )
 
     p = command("jobs", jobs, "list jobs of your teams")
     p.add_argument("--team")
@@ -138,12 +146,31 @@ def submit(args: argparse.Namespace) -> None:
         raise CommandError(f"{args.spec} must hold a mapping (the job spec)", EXIT_USAGE)
     if args.team:
         document["team"] = args.team
+    client = _client()
+    if args.code is not None:
+        document["code"] = _upload_code(client, args.code, document.get("team"))
     # Sent as written: the server validates it and answers with errors naming the fields.
-    job = _client().post("/jobs/", document)
+    job = client.post("/jobs/", document)
     if args.json:
         print_json(job)
     else:
         print(f"submitted job {job['id']} ({job['name']}, team {job['team']}): {job['state']}")
+
+
+def _upload_code(client: ApiClient, root: Path, team: Any) -> str:
+    """Pack and upload `root`; the digest the spec's `code` names."""
+    if not root.is_dir():
+        raise CommandError(f"--code {root}: not a directory", EXIT_USAGE)
+    with tempfile.TemporaryFile() as archive:
+        count = codepack.pack(root, archive)
+        archive.seek(0)
+        fields = {"team": team} if isinstance(team, str) else {}
+        stored = client.upload("/code/", archive, f"{root.resolve().name}.tar.gz", **fields)
+    print(
+        f"uploaded {root} ({count} files, {stored['size']} bytes) as {stored['digest']}",
+        file=sys.stderr,
+    )
+    return str(stored["digest"])
 
 
 def jobs(args: argparse.Namespace) -> None:

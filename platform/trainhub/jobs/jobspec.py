@@ -82,6 +82,9 @@ class JobSpec:
     freeze_seconds: int = 120
     checkpoint_every_seconds: int = 300
     max_restarts: int = 3
+    # An uploaded code archive ("sha256:<hex>", POST /api/v1/code/) put first on the
+    # Python path of the job's coordinator and workers; None: the entrypoint is installed.
+    code: str | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
@@ -113,6 +116,7 @@ class JobSpec:
             freeze_seconds=int(data.get("freeze_seconds", 120)),
             checkpoint_every_seconds=int(data.get("checkpoint_every_seconds", 300)),
             max_restarts=int(data.get("max_restarts", 3)),
+            code=str(data["code"]) if data.get("code") else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,4 +130,6 @@ class JobSpec:
             del data[role]["resources"]["gpu_model"]
         if self.workers.resources.gpu_model is None:
             del data["workers"]["resources"]["gpu_model"]
+        if self.code is None:
+            del data["code"]  # specs without code read as they always did
         return data

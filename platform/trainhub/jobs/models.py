@@ -137,3 +137,48 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.kind} {self.from_state}->{self.to_state}"
+
+
+class CodeArchiveQuerySet(models.QuerySet["CodeArchive"]):
+    def visible_to(self, user: Any) -> CodeArchiveQuerySet:
+        """Archives uploaded by a team of `user` (platform admins: all)."""
+        if getattr(user, "is_superuser", False):
+            return self.all()
+        return self.filter(uploads__team__memberships__user=user).distinct()
+
+
+class CodeArchive(models.Model):
+    """A user's code (`.tar.gz` or `.zip`), stored once per digest under
+    `TRAINHUB_DATA_DIR/code/<hex>`; `uploads` says which teams sent it."""
+
+    digest = models.CharField(max_length=71, unique=True, help_text="sha256:<hex>")
+    size = models.PositiveBigIntegerField()
+    format = models.CharField(max_length=8)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CodeArchiveQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.digest
+
+
+class CodeUpload(models.Model):
+    """One team's upload of an archive (the first one; re-uploads change nothing)."""
+
+    archive = models.ForeignKey(CodeArchive, on_delete=models.CASCADE, related_name="uploads")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="code_uploads")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["archive", "team"], name="unique_code_upload")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.archive_id} by {self.team_id}"

@@ -82,6 +82,8 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
         entrypoint=spec.entrypoint if spec else None,
         args=dict(spec.args) if spec else {},
         checkpoint_every_seconds=float(spec.checkpoint_every_seconds) if spec else None,
+        # Workers import the functions the coordinator schedules: they need the code too.
+        code=job.job_spec.code if task.role != TaskRole.PS else None,
     )
 
 

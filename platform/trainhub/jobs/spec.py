@@ -13,11 +13,13 @@ from typing import Any
 from django.db.models import Max
 from rest_framework import serializers
 
+from ps_runtime.archives import is_digest
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.selectors import can_submit, role_in
 
 from .choices import Priority
+from .codearchives import usable_by
 from .jobspec import JobSpec
 
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -125,6 +127,7 @@ class JobSpecSerializer(StrictSerializer):
     freeze_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=120)
     checkpoint_every_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=300)
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, default=3)
+    code = serializers.CharField(max_length=71, required=False, allow_null=True, default=None)
 
     def validate_name(self, value: str) -> str:
         if not _NAME.match(value):
@@ -139,6 +142,23 @@ class JobSpecSerializer(StrictSerializer):
                 "Expected 'module:function', e.g. 'ps_runtime.examples.movielens:train'."
             )
         return value
+
+    def validate_code(self, value: str | None) -> str | None:
+        if not value:
+            return None
+        if not is_digest(value):
+            raise serializers.ValidationError(
+                "Expected 'sha256:<64 hex digits>', the digest POST /api/v1/code/ answered."
+            )
+        if not usable_by(value, self._user()):
+            raise serializers.ValidationError(
+                f"No code archive {value} was uploaded by your teams; upload it with "
+                "POST /api/v1/code/ (or `trainhub submit --code DIR`)."
+            )
+        return value
+
+    def _user(self) -> Any:
+        return self.context.get("user") or getattr(self.context.get("request"), "user", None)
 
     def validate_args(self, value: dict[str, Any]) -> dict[str, Any]:
         _no_null_characters(value)
