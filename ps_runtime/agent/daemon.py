@@ -162,10 +162,11 @@ class Agent:
         initial, maximum = self._backoff
         delay = initial
         while True:
+            auth = self._auth  # a renewal while connecting replaces it (see _refused)
             try:
                 async with connect(
                     url,
-                    additional_headers=self._auth,
+                    additional_headers=auth,
                     user_agent_header=rest.USER_AGENT,
                     open_timeout=self._http_timeout,
                 ) as ws:
@@ -177,15 +178,16 @@ class Agent:
                         await self._session(ws)
                     finally:
                         self._ws = None
-                    _raise_if_unauthorized(ws.close_code)
+                    self._refused(ws.close_code == protocol.CLOSE_UNAUTHORIZED, auth)
                     if not self._reconnect_at_once:
                         logger.warning("connection closed by server (code %s)", ws.close_code)
             except InvalidStatus as exc:
-                if exc.response.status_code == 401:
-                    raise Unauthorized from exc
-                logger.warning("cannot connect to %s: %s", url, exc)
+                self._refused(exc.response.status_code == 401, auth)
+                if not self._reconnect_at_once:
+                    logger.warning("cannot connect to %s: %s", url, exc)
             except ConnectionClosed as exc:
-                _raise_if_unauthorized(exc.rcvd.code if exc.rcvd else None)
+                code = exc.rcvd.code if exc.rcvd else None
+                self._refused(code == protocol.CLOSE_UNAUTHORIZED, auth)
                 if not self._reconnect_at_once:
                     logger.warning("connection to %s lost: %s", url, exc)
             except (OSError, TimeoutError, InvalidHandshake) as exc:
@@ -195,6 +197,15 @@ class Agent:
                 continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, maximum)
+
+    def _refused(self, refused: bool, auth: dict[str, str]) -> None:
+        """Raise `Unauthorized` when the server refused the current credential; one
+        replaced by a renewal since the socket opened means: reconnect with the new one."""
+        if not refused:
+            return
+        if auth is self._auth:
+            raise Unauthorized
+        self._reconnect_at_once = True
 
     async def _session(self, ws: ClientConnection) -> None:
         self._reconcile_now.set()
@@ -382,8 +393,3 @@ class Agent:
             return
         self._reconnect_at_once = True
         await ws.close(reason="credential renewed")
-
-
-def _raise_if_unauthorized(code: int | None) -> None:
-    if code == protocol.CLOSE_UNAUTHORIZED:
-        raise Unauthorized

@@ -135,3 +135,29 @@ def test_a_refused_renewal_stops_the_agent(tmp_path: Path) -> None:
         await cp.close()
 
     _run(scenario())
+
+
+def test_a_refusal_of_a_credential_replaced_meanwhile_only_reconnects(tmp_path: Path) -> None:
+    """A socket opened with the old credential just before a renewal may later be refused
+    (4401, once the overlap ends): the agent reconnects with the new one, it does not quit."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path)
+        old = agent._auth
+        http = rest.Client(old, timeout=10.0)
+        await agent.renew_credential(http)
+        assert agent._auth is not old and cp.credential == "renewed-1"
+        agent._refused(True, old)  # no Unauthorized: a reconnect
+        assert agent._reconnect_at_once
+        with pytest.raises(Unauthorized):
+            agent._refused(True, agent._auth)
+        # The next connection uses the renewed credential.
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: cp.open_sockets, what="connected")
+        assert cp.ws_auth == ["Node renewed-1"]
+        agent.request_stop()
+        assert await run == 0
+        await cp.close()
+
+    _run(scenario())
