@@ -225,6 +225,9 @@ SPECTACULAR_SETTINGS = {
 
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))
+# Lifetime of a node credential (a fraction is fine: tests use seconds); the agent
+# renews its own at two thirds of it.
+NODE_CREDENTIAL_DAYS = float(os.environ.get("TRAINHUB_NODE_CREDENTIAL_DAYS", "30"))
 # Ports handed to PS and worker tasks on a node.
 # Below Linux's ephemeral range (32768-60999), so outgoing connections never hold them.
 TASK_PORT_RANGE = (

@@ -8,6 +8,7 @@ import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,7 @@ def enroll(
     facts = gather_facts(server, address, name=name, labels=labels)
     url = protocol.api_url(server, protocol.ENROLL_PATH)
     client = rest.Client({"User-Agent": rest.USER_AGENT}, timeout)
+    issued_at = datetime.now(UTC)
     try:
         response = client.post_json(url, facts.as_enroll_body(token))
     except rest.HTTPError as exc:
@@ -86,7 +88,13 @@ def enroll(
         enrolled = protocol.parse_enrolled(response.json())
     except ValueError as exc:  # not JSON, or a ProtocolError
         raise EnrollError(f"unexpected enrollment response from {url}: {exc}") from None
-    state = AgentState(server=server, node_id=enrolled.node_id, credential=enrolled.credential)
+    state = AgentState(
+        server=server,
+        node_id=enrolled.node_id,
+        credential=enrolled.credential,
+        credential_issued_at=issued_at,
+        credential_expires_at=enrolled.credential_expires_at,
+    )
     try:
         save_state(state_file, state)
     except OSError as exc:
@@ -118,8 +126,9 @@ def _cmd_enroll(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from ps_runtime.agent.daemon import Agent  # keeps `enroll` free of websockets imports
 
+    state_file = args.state_file or default_state_path()
     try:
-        state = load_state(args.state_file or default_state_path())
+        state = load_state(state_file)
     except StateError as exc:
         print(f"trainhub-agent: {exc}", file=sys.stderr)
         return 1
@@ -139,7 +148,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         logger.info("%s", isolation.describe())
     else:
         logger.warning("%s", isolation.describe())
-    agent = Agent(state, work_dir, isolation=isolation)
+    agent = Agent(state, work_dir, isolation=isolation, state_file=state_file)
     code = asyncio.run(agent.run())
     if agent.fatal_message:
         print(f"trainhub-agent: {agent.fatal_message}", file=sys.stderr)

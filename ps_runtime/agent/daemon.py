@@ -7,17 +7,21 @@ Three concurrent activities share an `Outbox` and a `Supervisor`:
 - the reconcile loop fetches `GET /api/v1/agent/tasks/` on connect, on every notice and
   every 10 s, and starts/stops processes to match;
 - supervisor threads feed task statuses, logs and metrics into the outbox, which keeps
-  them (bounded) while the socket is down.
+  them (bounded) while the socket is down;
+- the renewal loop renews the node credential two thirds into its lifetime, saves it to
+  the state file and reconnects the socket with it; tasks keep running throughout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -36,14 +40,15 @@ from ps_runtime.agent.protocol import (
     TasksChanged,
 )
 from ps_runtime.agent.reconcile import reconcile
-from ps_runtime.agent.state import AgentState
+from ps_runtime.agent.state import AgentState, save_state
 from ps_runtime.agent.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
 
 REENROLL_HINT = (
-    "the server rejected this node's credential (401); the node was removed or its "
-    "credential revoked. Enroll it again: trainhub-agent enroll --server URL --token T"
+    "the server rejected this node's credential (401); the node was removed, or its "
+    "credential revoked or expired. Enroll it again: trainhub-agent enroll --server URL "
+    "--token T"
 )
 
 
@@ -68,8 +73,14 @@ class Agent:
         backoff_initial: float = 0.5,
         backoff_max: float = 10.0,
         http_timeout: float = 10.0,
+        state_file: Path | None = None,
+        renew_retry: float = 30.0,
     ) -> None:
         self.state = state
+        self.renewals = 0  # credentials renewed so far
+        self._state_file = state_file  # where a renewed credential is saved (None: nowhere)
+        self._renew_retry = renew_retry
+        self._reconnect_at_once = False  # the socket was closed to reconnect with a renewal
         self.outbox = Outbox()
         self.code = CodeCache(state.server, work_dir / "code")
         self.supervisor = Supervisor(
@@ -111,6 +122,7 @@ class Agent:
         workers = {
             asyncio.create_task(self._reconcile_loop(http), name="reconcile"),
             asyncio.create_task(self._connection_loop(), name="connection"),
+            asyncio.create_task(self._renewal_loop(http), name="renewal"),
         }
         stopper = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait({stopper, *workers}, return_when=asyncio.FIRST_COMPLETED)
@@ -123,7 +135,7 @@ class Agent:
                 self.fatal_message = f"agent crashed: {exc!r}"
         logger.info("shutting down: stopping all tasks")
         for task in workers:
-            if task.get_name() == "reconcile":
+            if task.get_name() in ("reconcile", "renewal"):
                 task.cancel()
         await asyncio.to_thread(self.supervisor.stop_all, self._grace)
         await self._final_flush(timeout=2.0)
@@ -161,10 +173,11 @@ class Agent:
         initial, maximum = self._backoff
         delay = initial
         while True:
+            auth = self._auth  # a renewal while connecting replaces it (see _refused)
             try:
                 async with connect(
                     url,
-                    additional_headers=self._auth,
+                    additional_headers=auth,
                     user_agent_header=rest.USER_AGENT,
                     open_timeout=self._http_timeout,
                 ) as ws:
@@ -176,19 +189,34 @@ class Agent:
                         await self._session(ws)
                     finally:
                         self._ws = None
-                    _raise_if_unauthorized(ws.close_code)
-                    logger.warning("connection closed by server (code %s)", ws.close_code)
+                    self._refused(ws.close_code == protocol.CLOSE_UNAUTHORIZED, auth)
+                    if not self._reconnect_at_once:
+                        logger.warning("connection closed by server (code %s)", ws.close_code)
             except InvalidStatus as exc:
-                if exc.response.status_code == 401:
-                    raise Unauthorized from exc
-                logger.warning("cannot connect to %s: %s", url, exc)
+                self._refused(exc.response.status_code == 401, auth)
+                if not self._reconnect_at_once:
+                    logger.warning("cannot connect to %s: %s", url, exc)
             except ConnectionClosed as exc:
-                _raise_if_unauthorized(exc.rcvd.code if exc.rcvd else None)
-                logger.warning("connection to %s lost: %s", url, exc)
+                code = exc.rcvd.code if exc.rcvd else None
+                self._refused(code == protocol.CLOSE_UNAUTHORIZED, auth)
+                if not self._reconnect_at_once:
+                    logger.warning("connection to %s lost: %s", url, exc)
             except (OSError, TimeoutError, InvalidHandshake) as exc:
                 logger.warning("cannot connect to %s: %s", url, exc or type(exc).__name__)
+            if self._reconnect_at_once:
+                self._reconnect_at_once = False
+                continue
             await asyncio.sleep(delay)
             delay = min(delay * 2, maximum)
+
+    def _refused(self, refused: bool, auth: dict[str, str]) -> None:
+        """Raise `Unauthorized` when the server refused the current credential; one
+        replaced by a renewal since the socket opened means: reconnect with the new one."""
+        if not refused:
+            return
+        if auth is self._auth:
+            raise Unauthorized
+        self._reconnect_at_once = True
 
     async def _session(self, ws: ClientConnection) -> None:
         self._reconcile_now.set()
@@ -303,7 +331,83 @@ class Agent:
                 await asyncio.to_thread(self.code.archive, task)
             self.supervisor.start(task)
 
+    # -- credential renewal ----------------------------------------------------------------
 
-def _raise_if_unauthorized(code: int | None) -> None:
-    if code == protocol.CLOSE_UNAUTHORIZED:
-        raise Unauthorized
+    async def _renewal_loop(self, http: rest.Client) -> None:
+        """Renew two thirds into the credential's lifetime; a refusal (401) ends the agent."""
+        while True:
+            await asyncio.sleep(self._seconds_until_renewal())
+            try:
+                await self.renew_credential(http)
+            except (rest.HTTPError, ValueError) as exc:  # a ProtocolError is a ValueError
+                retry = self._renewal_retry_delay()
+                logger.warning(
+                    "cannot renew the node credential: %s; retrying in %.0f s",
+                    exc or type(exc).__name__,
+                    retry,
+                )
+                await asyncio.sleep(retry)
+
+    def _seconds_until_renewal(self) -> float:
+        renew_at = self.state.renew_at()
+        if renew_at is None:  # a state file from before credentials expired
+            return 0.0
+        return max(0.0, (renew_at - datetime.now(UTC)).total_seconds())
+
+    def _renewal_retry_delay(self) -> float:
+        """`renew_retry`, but several tries before the credential expires."""
+        expires_at = self.state.credential_expires_at
+        if expires_at is None:
+            return self._renew_retry
+        left = (expires_at - datetime.now(UTC)).total_seconds()
+        return max(1.0, min(self._renew_retry, left / 4))
+
+    async def renew_credential(self, http: rest.Client) -> None:
+        """Get a new credential, save it (atomically, 0600) and reconnect the socket with it.
+
+        Raises:
+            Unauthorized: the server refused the current credential (revoked, expired).
+            rest.HTTPError, ValueError: no usable answer; the current credential stays.
+        """
+        url = protocol.api_url(self.state.server, protocol.CREDENTIAL_PATH)
+        issued_at = datetime.now(UTC)
+        response = await http.post_async(url)
+        if response.status == 401:
+            raise Unauthorized
+        if response.status != 200:
+            raise rest.HTTPError(f"POST {url} answered HTTP {response.status} {response.reason}")
+        renewed = protocol.parse_renewed_credential(response.json())
+        state = dataclasses.replace(
+            self.state,
+            credential=renewed.credential,
+            credential_issued_at=issued_at,
+            credential_expires_at=renewed.credential_expires_at,
+        )
+        if self._state_file is not None:
+            try:
+                await asyncio.to_thread(save_state, self._state_file, state)
+            except OSError as exc:  # the server has switched already: keep the new one
+                logger.error(
+                    "cannot save the renewed credential to %s: %s; a restarted agent will "
+                    "be refused once the previous credential's overlap ends",
+                    self._state_file,
+                    exc,
+                )
+        self.state = state
+        self._auth = {"Authorization": f"Node {state.credential}"}
+        http.set_header("Authorization", self._auth["Authorization"])
+        self.renewals += 1
+        logger.info(
+            "renewed the node credential; it expires at %s",
+            renewed.credential_expires_at.isoformat(timespec="seconds"),
+        )
+        await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        """Close the socket so the connection loop opens it again with the current
+        credential at once; tasks keep running and the outbox keeps what is not sent."""
+        ws = self._ws
+        if ws is None:
+            return
+        self._reconnect_at_once = True
+        await ws.close(reason="credential renewed")

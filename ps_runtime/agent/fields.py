@@ -159,6 +159,9 @@ class JsonObject:
     def choice(self, name: str, choices: type[E]) -> E:
         return as_choice(self.required(name), self.at(name), choices)
 
+    def time(self, name: str) -> datetime:
+        return as_time(self.required(name), self.at(name))
+
     def optional_time(self, name: str) -> datetime | None:
         value = self.data.get(name)
         return None if value is None else as_time(value, self.at(name))

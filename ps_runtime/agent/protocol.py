@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_str, join
@@ -38,6 +39,7 @@ from ps_runtime.taskenv import Role
 
 __all__ = [
     "CLOSE_UNAUTHORIZED",
+    "CREDENTIAL_PATH",
     "DEFAULT_STOP_GRACE_SECONDS",
     "DESIRED_TASKS_PATH",
     "ENROLL_PATH",
@@ -57,6 +59,7 @@ __all__ = [
     "MetricPoint",
     "Metrics",
     "ProtocolError",
+    "RenewedCredential",
     "ReportedState",
     "TaskKey",
     "TaskStatus",
@@ -69,15 +72,18 @@ __all__ = [
     "parse_enrolled",
     "parse_from_agent",
     "parse_from_server",
+    "parse_renewed_credential",
     "websocket_url",
 ]
 
 ENROLL_PATH = "/api/v1/nodes/enroll/"
 DESIRED_TASKS_PATH = "/api/v1/agent/tasks/"
+CREDENTIAL_PATH = "/api/v1/agent/credential/"
 WEBSOCKET_PATH = "/ws/agent/"
 
 DEFAULT_STOP_GRACE_SECONDS = 5.0
-# Close code the server uses on the agent socket for a bad credential.
+# Close code the server uses on the agent socket for a bad (unknown, expired or revoked)
+# credential, also when an admin revokes the credential of a connected node.
 CLOSE_UNAUTHORIZED = 4401
 
 
@@ -183,23 +189,58 @@ def parse_desired_tasks(body: object) -> DesiredTasks:
 
 @dataclass(frozen=True, slots=True)
 class Enrolled:
-    """The answer to `POST /api/v1/nodes/enroll/`: the node's id and credential (once)."""
+    """The answer to `POST /api/v1/nodes/enroll/`: the node's id and credential (once),
+    and when the credential expires."""
 
     node_id: int
     credential: str
+    credential_expires_at: datetime
 
     def __repr__(self) -> str:  # never print the credential by accident
         return f"Enrolled(node_id={self.node_id!r}, credential=***)"
 
     def to_wire(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "credential": self.credential}
+        return {
+            "node_id": self.node_id,
+            "credential": self.credential,
+            "credential_expires_at": self.credential_expires_at.isoformat(),
+        }
 
 
 def parse_enrolled(body: object) -> Enrolled:
     """Validate the enrollment answer; `ProtocolError` names the field."""
     fields = JsonObject(body, root="the enrollment answer")
     return Enrolled(
-        node_id=fields.integer("node_id"), credential=fields.text("credential", non_empty=True)
+        node_id=fields.integer("node_id"),
+        credential=fields.text("credential", non_empty=True),
+        credential_expires_at=fields.time("credential_expires_at"),
+    )
+
+
+@dataclass(frozen=True)
+class RenewedCredential:
+    """The answer to `POST /api/v1/agent/credential/`: the node's new credential (once)
+    and when it expires; the one it replaces stays valid for a short overlap."""
+
+    credential: str
+    credential_expires_at: datetime
+
+    def __repr__(self) -> str:  # never print the credential by accident
+        return f"RenewedCredential(credential=***, expires_at={self.credential_expires_at})"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "credential": self.credential,
+            "credential_expires_at": self.credential_expires_at.isoformat(),
+        }
+
+
+def parse_renewed_credential(body: object) -> RenewedCredential:
+    """Validate the renewal answer; `ProtocolError` names the field."""
+    fields = JsonObject(body, root="the credential renewal answer")
+    return RenewedCredential(
+        credential=fields.text("credential", non_empty=True),
+        credential_expires_at=fields.time("credential_expires_at"),
     )
 
 

@@ -1,4 +1,5 @@
-"""The agent's HTTP calls (enroll, desired tasks), on the standard library.
+"""The agent's HTTP calls (enroll, desired tasks, credential renewal), on the standard
+library.
 
 `urllib` rather than an HTTP client library keeps the runtime's dependencies to grpcio,
 protobuf, numpy and websockets: the agent makes one small request every few seconds,
@@ -47,6 +48,10 @@ class Client:
         self._headers = dict(headers)
         self._timeout = timeout
 
+    def set_header(self, name: str, value: str) -> None:
+        """Send `name: value` from the next request on (a renewed credential)."""
+        self._headers[name] = value
+
     def request(self, method: str, url: str, json_body: object = None) -> Response:
         """Raises `HTTPError` when no answer came back."""
         headers = {"Accept": "application/json", **self._headers}
@@ -75,3 +80,7 @@ class Client:
     async def get_async(self, url: str) -> Response:
         """`get` in a worker thread, so the agent's event loop keeps running."""
         return await asyncio.to_thread(self.get, url)
+
+    async def post_async(self, url: str, body: object = None) -> Response:
+        """A POST in a worker thread (no body when `body` is None)."""
+        return await asyncio.to_thread(self.request, "POST", url, body)

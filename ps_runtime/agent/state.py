@@ -1,5 +1,5 @@
 """Where the agent keeps its files, and its state file: `{"server", "node_id",
-"credential"}`, mode 0600."""
+"credential", "credential_issued_at", "credential_expires_at"}`, mode 0600."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 # The agent's own settings (not part of any task's environment, see ps_runtime.taskenv).
@@ -18,14 +19,32 @@ class StateError(Exception):
     """The state file is missing or unusable; the message says what to do."""
 
 
+# The agent renews its credential once this share of its lifetime has passed.
+RENEW_AT_FRACTION = 2 / 3
+
+
 @dataclass(frozen=True)
 class AgentState:
     server: str
     node_id: int
     credential: str
+    # When this agent received the credential (its own clock) and when the server says it
+    # expires; None in a state file written before credentials expired (renew at once).
+    credential_issued_at: datetime | None = None
+    credential_expires_at: datetime | None = None
 
     def __repr__(self) -> str:  # never print the credential by accident
-        return f"AgentState(server={self.server!r}, node_id={self.node_id!r}, credential=***)"
+        return (
+            f"AgentState(server={self.server!r}, node_id={self.node_id!r}, credential=***, "
+            f"credential_expires_at={self.credential_expires_at!r})"
+        )
+
+    def renew_at(self) -> datetime | None:
+        """When to renew the credential: two thirds into its lifetime (None: now)."""
+        if self.credential_issued_at is None or self.credential_expires_at is None:
+            return None
+        lifetime = self.credential_expires_at - self.credential_issued_at
+        return self.credential_issued_at + lifetime * RENEW_AT_FRACTION
 
 
 def default_state_path() -> Path:
@@ -47,10 +66,16 @@ def save_state(path: Path, state: AgentState) -> None:
     """Write atomically: the file is created 0600 and renamed over the old one."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = json.dumps(
-        {"server": state.server, "node_id": state.node_id, "credential": state.credential},
-        indent=2,
-    ).encode()
+    document: dict[str, object] = {
+        "server": state.server,
+        "node_id": state.node_id,
+        "credential": state.credential,
+    }
+    for name in ("credential_issued_at", "credential_expires_at"):
+        when: datetime | None = getattr(state, name)
+        if when is not None:
+            document[name] = when.isoformat()
+    data = json.dumps(document, indent=2).encode()
     # O_EXCL + mode 0600 at creation: the file is never readable by others, not even
     # between creation and a later chmod (umask can only remove bits).
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -81,8 +106,10 @@ def load_state(path: Path) -> AgentState:
             server=str(obj["server"]),
             node_id=int(obj["node_id"]),
             credential=str(obj["credential"]),
+            credential_issued_at=_optional_time(obj.get("credential_issued_at")),
+            credential_expires_at=_optional_time(obj.get("credential_expires_at")),
         )
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise StateError(
             f"agent state {path} is corrupt; enroll again with `trainhub-agent enroll`"
         ) from None
@@ -93,3 +120,13 @@ def load_state(path: Path) -> AgentState:
             f"fix with `chmod 600 {path}`"
         )
     return state
+
+
+def _optional_time(value: object) -> datetime | None:
+    """An aware ISO 8601 time, or None; `ValueError` for anything else."""
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        raise ValueError("a time without a timezone")
+    return parsed

@@ -34,7 +34,8 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         node = authenticate_node(credential)
         if node is None:
             raise exceptions.AuthenticationFailed(
-                "Unknown node credential; enroll this node again with `trainhub-agent enroll`."
+                "Unknown, expired or revoked node credential; enroll this node again with "
+                "`trainhub-agent enroll`."
             )
         return AnonymousUser(), node
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -15,7 +16,7 @@ from ps_runtime.agent.protocol import (
     ProtocolError,
     TasksChanged,
 )
-from trainhub.nodes.services import authenticate_node, record_heartbeat
+from trainhub.nodes.services import check_node_credential, record_heartbeat
 
 from .authentication import credential_from_header
 from .notify import node_group
@@ -28,16 +29,23 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One node agent's socket: messages up go to `handle_message`, notices come down."""
 
     node_id: int | None = None
+    # When the credential this socket was opened with expires (None: never); a message
+    # after it closes the socket with 4401, so an agent that stopped renewing is refused.
+    valid_until: datetime | None = None
 
     async def connect(self) -> None:
         headers = dict(self.scope.get("headers", []))
         raw = headers.get(b"authorization", b"").decode("latin-1")
         credential = credential_from_header(raw)
-        node = await database_sync_to_async(authenticate_node)(credential) if credential else None
-        if node is None:
+        login = (
+            await database_sync_to_async(check_node_credential)(credential) if credential else None
+        )
+        if login is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
+        node = login.node
         self.node_id = node.pk
+        self.valid_until = login.valid_until
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
         await self.accept()
         await database_sync_to_async(record_heartbeat)(
@@ -53,6 +61,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.node_id is None:
             return
+        if self.valid_until is not None and timezone.now() >= self.valid_until:
+            logger.info("credential of node %s expired; closing its socket", self.node_id)
+            await self.close(code=CLOSE_UNAUTHORIZED)
+            return
         try:
             await database_sync_to_async(handle_message)(
                 node_id=self.node_id, message=content, now=timezone.now()
@@ -65,3 +77,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def tasks_changed(self, event: dict[str, Any]) -> None:
         """The channel-layer notice `notify.TASKS_CHANGED`, passed on to the agent."""
         await self.send_json(TasksChanged().to_wire())
+
+    async def credential_revoked(self, event: dict[str, Any]) -> None:
+        """The channel-layer notice `notify.CREDENTIAL_REVOKED_NOTICE`: refuse the agent."""
+        logger.info("credential of node %s revoked; closing its socket", self.node_id)
+        await self.close(code=CLOSE_UNAUTHORIZED)

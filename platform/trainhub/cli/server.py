@@ -130,7 +130,7 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
             group.start(name, command)
         wait_http_ok(f"{url}/healthz", timeout=60, procs=group)
         state_file = data_dir / "agent.json"
-        if not state_file.exists():
+        if not _local_credential_usable(state_file):
             enroll = enroll_agent(url, local_enrollment_token(), state_file, group.env)
             if enroll.returncode != 0:
                 print(
@@ -157,6 +157,24 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
         broker.shutdown()
         broker.server_close()
     return 0
+
+
+def _local_credential_usable(state_file: Path) -> bool:
+    """False when the local agent has no state yet or its credential expired (a standalone
+    stopped for longer than a credential lives enrolls its agent anew); an unreadable
+    state is left to the agent, which says what is wrong with it."""
+    from datetime import UTC, datetime
+
+    from ps_runtime.agent.state import StateError, load_state
+
+    if not state_file.exists():
+        return False
+    try:
+        state = load_state(state_file)
+    except StateError:
+        return True
+    expires = state.credential_expires_at
+    return expires is None or expires > datetime.now(UTC)
 
 
 def _banner(url: str, data_dir: Path, password: str | None) -> None:

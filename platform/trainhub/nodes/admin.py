@@ -14,6 +14,7 @@ from .services import (
     check_token_terms,
     create_enrollment_token,
     revoke_enrollment_token,
+    revoke_node_credential,
     set_node_owner,
     set_node_state,
 )
@@ -44,6 +45,8 @@ class NodeAdmin(admin.ModelAdmin):
         "owner",
         "state",
         "last_seen",
+        "credential_expires_at",
+        "credential_revoked_at",
     )
     list_filter = ("state", "owner")
     search_fields = ("hostname", "address")
@@ -58,12 +61,15 @@ class NodeAdmin(admin.ModelAdmin):
         "enrolled_at",
         "last_seen",
         "usage",
+        "credential_expires_at",
+        "credential_revoked_at",
     ]
-    exclude = ("credential_hash",)
+    exclude = ("credential_hash", "previous_credential_hash", "previous_credential_until")
     actions = [
         _set_state(NodeState.CORDONED, "cordon"),
         _set_state(NodeState.DRAINING, "drain"),
         _set_state(NodeState.ACTIVE, "uncordon"),
+        "revoke_credential",
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -72,6 +78,16 @@ class NodeAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
         # The owner is the one editable field; the service audits the change.
         set_node_owner(node=obj, owner=obj.owner, actor=request.user)
+
+    @admin.action(description="Revoke credential (disconnect; enroll again to return)")
+    def revoke_credential(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        for node in queryset:
+            revoke_node_credential(node=node, actor=request.user)
+        self.message_user(
+            request,
+            f"Revoked the credential of {queryset.count()} node(s); their agents are "
+            "disconnected and they get no new work.",
+        )
 
 
 class EnrollmentTokenForm(forms.ModelForm):

@@ -14,12 +14,16 @@ class NodeQuerySet(models.QuerySet["Node"]):
     def alive(self, now: datetime) -> NodeQuerySet:
         """Nodes heard from within the liveness grace period."""
         cutoff = now - timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
-        return self.filter(last_seen__gte=cutoff)
+        return self.filter(last_seen__gte=cutoff, credential_revoked_at__isnull=True)
 
     def lost(self, now: datetime) -> NodeQuerySet:
         """Nodes not heard from within the liveness grace period."""
         cutoff = now - timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
-        return self.filter(models.Q(last_seen__lt=cutoff) | models.Q(last_seen__isnull=True))
+        return self.filter(
+            models.Q(last_seen__lt=cutoff)
+            | models.Q(last_seen__isnull=True)
+            | models.Q(credential_revoked_at__isnull=False)
+        )
 
 
 class Node(models.Model):
@@ -31,6 +35,15 @@ class Node(models.Model):
     gpus = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.ACTIVE)
     credential_hash = models.CharField(max_length=128, editable=False)
+    # Credentials expire (`nodes.services.credential_lifetime`); the agent renews its own
+    # at two thirds of the lifetime. The credential it renewed stays valid until
+    # `previous_credential_until`, so requests already on their way still pass.
+    credential_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    previous_credential_hash = models.CharField(max_length=128, blank=True, editable=False)
+    previous_credential_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # Set by an admin: no credential of this node is accepted again, and the node counts
+    # as lost at once (it gets no new work; what ran there is rescheduled).
+    credential_revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     enrolled_at = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
@@ -65,7 +78,7 @@ class Node(models.Model):
         return len(self.gpus)
 
     def is_alive(self, now: datetime) -> bool:
-        if self.last_seen is None:
+        if self.last_seen is None or self.credential_revoked_at is not None:
             return False
         return now - self.last_seen <= timedelta(seconds=settings.NODE_LOST_AFTER_SECONDS)
 

@@ -1,8 +1,9 @@
 """A tiny stand-in for the control plane's agent gateway, for the agent's own tests.
 
-One port serves both HTTP (enroll, desired tasks) and the `/ws/agent/` WebSocket: a small
-asyncio front end answers HTTP itself and splices WebSocket upgrades through to a
-`websockets` server, because `websockets` only speaks GET.
+One port serves both HTTP (enroll, desired tasks, credential renewal) and the
+`/ws/agent/` WebSocket: a small asyncio front end answers HTTP itself and splices
+WebSocket upgrades through to a `websockets` server, because `websockets` only speaks
+GET.
 """
 
 from __future__ import annotations
@@ -10,15 +11,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 
 
 class FakeControlPlane:
-    def __init__(self, *, token: str = "good-token", credential: str = "s3cret-cred") -> None:
+    def __init__(
+        self,
+        *,
+        token: str = "good-token",
+        credential: str = "s3cret-cred",
+        lifetime: float = 3600.0,
+    ) -> None:
         self.token = token
         self.credential = credential
+        self.lifetime = lifetime  # seconds a credential it issues is valid
+        self.previous: str | None = None  # the credential a renewal replaced, still valid
+        self.revoked = False
+        self.renewal_auth: list[str | None] = []
         self.desired: dict[str, Any] = {"node_id": 7, "stop_grace_seconds": 1, "tasks": []}
         self.enrollments: list[dict[str, Any]] = []
         self.http_auth: list[str | None] = []
@@ -61,6 +73,20 @@ class FakeControlPlane:
             writer.transport.abort()
         self._front_streams.clear()
 
+    async def revoke(self) -> None:
+        """Refuse every credential from now on and close open sockets with 4401."""
+        self.revoked = True
+        for ws in list(self.open_sockets):
+            with contextlib.suppress(Exception):
+                await ws.close(4401, "credential revoked")
+
+    def _accepts(self, auth: str | None) -> bool:
+        valid = {self.credential, self.previous} - {None}
+        return not self.revoked and auth in {f"Node {c}" for c in valid}
+
+    def _expires_at(self) -> str:
+        return (datetime.now(UTC) + timedelta(seconds=self.lifetime)).isoformat()
+
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [m for m in self.received if m.get("type") == kind]
 
@@ -70,7 +96,7 @@ class FakeControlPlane:
         assert ws.request is not None
         auth = ws.request.headers.get("Authorization")
         self.ws_auth.append(auth)
-        if auth != f"Node {self.credential}":
+        if not self._accepts(auth):
             await ws.close(4401, "bad node credential")
             return
         self.open_sockets.append(ws)
@@ -117,12 +143,23 @@ class FakeControlPlane:
             self.enrollments.append(request)
             if request.get("token") != self.token:
                 return 400, {"token": ["Invalid or expired enrollment token."]}
-            return 201, {"node_id": 7, "credential": self.credential}
+            return 201, {
+                "node_id": 7,
+                "credential": self.credential,
+                "credential_expires_at": self._expires_at(),
+            }
         if method == "GET" and path == "/api/v1/agent/tasks/":
             self.http_auth.append(auth)
-            if auth != f"Node {self.credential}":
+            if not self._accepts(auth):
                 return 401, {"detail": "Invalid node credential."}
             return 200, self.desired
+        if method == "POST" and path == "/api/v1/agent/credential/":
+            self.renewal_auth.append(auth)
+            if not self._accepts(auth):
+                return 401, {"detail": "Invalid node credential."}
+            self.previous = self.credential
+            self.credential = f"renewed-{len(self.renewal_auth)}"
+            return 200, {"credential": self.credential, "credential_expires_at": self._expires_at()}
         return 404, {"detail": "Not found."}
 
     async def _splice(

@@ -8,6 +8,8 @@ import signal
 import stat
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from .control_plane import FakeControlPlane
 from .helpers import FAKE_COMMAND, log_lines, metric_points, pid_alive, statuses
 
 REPO = Path(__file__).resolve().parents[3]
+HOUR = timedelta(hours=1)
 
 
 def _task_json(task_id: int = 31, attempt: int = 1, mode: str = "serve") -> dict[str, Any]:
@@ -50,6 +53,9 @@ def _run(scenario: Coroutine[Any, Any, None], timeout: float = 30.0) -> None:
 
 
 def _agent(state: AgentState, tmp_path: Path, **kwargs: Any) -> Agent:
+    if state.credential_expires_at is None:  # not due for renewal (tests/…/test_renewal.py)
+        now = datetime.now(UTC)
+        state = replace(state, credential_issued_at=now, credential_expires_at=now + HOUR)
     options: dict[str, Any] = {
         "command": FAKE_COMMAND,
         "heartbeat_interval": 0.5,
@@ -86,7 +92,8 @@ def test_enroll_run_tasks_reconnect_and_stop(tmp_path: Path) -> None:
         assert enrollment["gpus"] == []  # no nvidia-smi here
         assert stat.S_IMODE(state_file.stat().st_mode) == 0o600
         state = load_state(state_file)
-        assert state == AgentState(server=cp.url, node_id=7, credential="s3cret-cred")
+        assert (state.server, state.node_id, state.credential) == (cp.url, 7, "s3cret-cred")
+        assert state.credential_expires_at is not None
 
         cp.set_tasks([_task_json()])
         agent = _agent(state, tmp_path)

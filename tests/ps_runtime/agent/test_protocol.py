@@ -24,6 +24,7 @@ from ps_runtime.agent.protocol import (
     MetricPoint,
     Metrics,
     ProtocolError,
+    RenewedCredential,
     ReportedState,
     TaskKey,
     TasksChanged,
@@ -33,6 +34,7 @@ from ps_runtime.agent.protocol import (
     parse_enrolled,
     parse_from_agent,
     parse_from_server,
+    parse_renewed_credential,
 )
 from ps_runtime.taskenv import Role
 
@@ -288,9 +290,39 @@ def test_error_messages_say_what_was_sent() -> None:
 
 
 def test_enrollment_answer() -> None:
-    enrolled = Enrolled(node_id=7, credential="7.s3cret")
+    expires = datetime(2026, 12, 24, 12, 0, tzinfo=UTC)
+    enrolled = Enrolled(node_id=7, credential="7.s3cret", credential_expires_at=expires)
     assert parse_enrolled(json.loads(json.dumps(enrolled.to_wire()))) == enrolled
     assert "s3cret" not in repr(enrolled)
-    _refused(parse_enrolled, {"node_id": "7", "credential": "x"}, "node_id")
-    _refused(parse_enrolled, {"node_id": 7, "credential": ""}, "credential")
+    when = expires.isoformat()
+    _refused(
+        parse_enrolled,
+        {"node_id": "7", "credential": "x", "credential_expires_at": when},
+        "node_id",
+    )
+    _refused(
+        parse_enrolled,
+        {"node_id": 7, "credential": "", "credential_expires_at": when},
+        "credential",
+    )
+    _refused(parse_enrolled, {"node_id": 7, "credential": "x"}, "credential_expires_at")
+    _refused(
+        parse_enrolled,
+        {"node_id": 7, "credential": "x", "credential_expires_at": "2026-12-24T12:00:00"},
+        "credential_expires_at",
+    )
     _refused(parse_enrolled, "ok", "the enrollment answer")
+
+
+def test_renewal_answer() -> None:
+    expires = datetime(2026, 12, 24, 12, 0, tzinfo=UTC)
+    renewed = RenewedCredential(credential="7.n3w", credential_expires_at=expires)
+    assert parse_renewed_credential(json.loads(json.dumps(renewed.to_wire()))) == renewed
+    assert "n3w" not in repr(renewed)
+    _refused(parse_renewed_credential, {"credential": "7.n3w"}, "credential_expires_at")
+    _refused(
+        parse_renewed_credential,
+        {"credential": 7, "credential_expires_at": expires.isoformat()},
+        "credential",
+    )
+    _refused(parse_renewed_credential, [], "the credential renewal answer")

@@ -1,4 +1,5 @@
-"""Shapes of the enrollment request and answer (docs/protocol.md §1)."""
+"""Shapes of the enrollment request and answer and of a credential renewal
+(docs/protocol.md §1)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,9 @@ class EnrollSerializer(serializers.Serializer[Any]):
 class EnrolledSerializer(serializers.Serializer[Any]):
     node_id = serializers.IntegerField()
     credential = serializers.CharField()
+    credential_expires_at = serializers.DateTimeField()
+
+
+class RenewedCredentialSerializer(serializers.Serializer[Any]):
+    credential = serializers.CharField()
+    credential_expires_at = serializers.DateTimeField()

@@ -1,4 +1,4 @@
-"""The agent-facing HTTP endpoints: enrollment and desired tasks."""
+"""The agent-facing HTTP endpoints: enrollment, desired tasks, credential renewal."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from ps_runtime.agent.protocol import Enrolled
+from ps_runtime.agent.protocol import Enrolled, RenewedCredential
 from trainhub.jobs.selectors import desired_tasks
 from trainhub.nodes.models import Node
-from trainhub.nodes.services import EnrollmentError, enroll_node
+from trainhub.nodes.services import EnrollmentError, enroll_node, renew_node_credential
 
 from ..authentication import NodeCredentialAuthentication
 from ..permissions import IsNode
-from .serializers import EnrolledSerializer, EnrollSerializer
+from .serializers import EnrolledSerializer, EnrollSerializer, RenewedCredentialSerializer
 
 
 class EnrollView(APIView):
@@ -40,7 +40,9 @@ class EnrollView(APIView):
             issued = enroll_node(token=token, facts=facts, now=timezone.now())
         except EnrollmentError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
-        enrolled = Enrolled(node_id=issued.id, credential=issued.secret)
+        enrolled = Enrolled(
+            node_id=issued.id, credential=issued.secret, credential_expires_at=issued.expires_at
+        )
         return Response(enrolled.to_wire(), status=status.HTTP_201_CREATED)
 
 
@@ -55,3 +57,20 @@ class DesiredTasksView(APIView):
         node = request.auth
         assert isinstance(node, Node)  # guaranteed by IsNode
         return Response(desired_tasks(node).to_wire())
+
+
+class CredentialView(APIView):
+    """Renew the calling node's credential: a new one with a full lifetime, shown once."""
+
+    authentication_classes = [NodeCredentialAuthentication]
+    permission_classes = [IsNode]
+
+    @extend_schema(request=None, responses={200: RenewedCredentialSerializer})
+    def post(self, request: Request) -> Response:
+        node = request.auth
+        assert isinstance(node, Node)  # guaranteed by IsNode
+        issued = renew_node_credential(node=node, now=timezone.now())
+        renewed = RenewedCredential(
+            credential=issued.secret, credential_expires_at=issued.expires_at
+        )
+        return Response(renewed.to_wire())

@@ -28,6 +28,16 @@ class NodeSerializer(serializers.ModelSerializer):
     drained = serializers.SerializerMethodField(
         help_text="Draining and nothing runs there any more: safe to take out of service."
     )
+    credential_expires_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When the node's credential expires; its agent renews it at two thirds.",
+    )
+    credential_revoked_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When an admin revoked the node's credential (null: not revoked).",
+    )
 
     owner: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="slug",
@@ -55,6 +65,8 @@ class NodeSerializer(serializers.ModelSerializer):
             "enrolled_at",
             "last_seen",
             "usage",
+            "credential_expires_at",
+            "credential_revoked_at",
         ]
         read_only_fields = fields
 

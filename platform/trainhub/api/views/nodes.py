@@ -1,4 +1,5 @@
-"""`/api/v1/nodes/` (with cordon, drain, uncordon) and `/api/v1/enrollment-tokens/`."""
+"""`/api/v1/nodes/` (with cordon, drain, uncordon, revoke-credential) and
+`/api/v1/enrollment-tokens/`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from trainhub.nodes.services import (
     TokenTermsError,
     create_enrollment_token,
     revoke_enrollment_token,
+    revoke_node_credential,
     set_node_state,
 )
 
@@ -67,6 +69,15 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     def uncordon(self, request: Request, pk: str | None = None) -> Response:
         """Put the node back into service."""
         return self._set(NodeState.ACTIVE)
+
+    @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
+    @action(detail=True, methods=["post"], url_path="revoke-credential")
+    def revoke_credential(self, request: Request, pk: str | None = None) -> Response:
+        """Refuse the node's credential from now on: its agent is disconnected, it gets no
+        new work and what ran there is rescheduled. Enroll the machine again to return."""
+        node = self.get_object()
+        revoke_node_credential(node=node, actor=self.request.user)
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
 
 class EnrollmentTokenViewSet(
