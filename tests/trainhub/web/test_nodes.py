@@ -143,6 +143,18 @@ def test_a_node_page_lists_its_gpus(world: dict[str, Any]) -> None:
     assert "0 GPU of 2 GPU allocated (0%)" in text
 
 
+def test_a_node_page_shows_isolation_labels_and_credential(world: dict[str, Any]) -> None:
+    Node.objects.filter(pk=world["cpu"].pk).update(isolation="none", labels={"zone": "eu-1"})
+    text = _text(_client(world["alice"]).get(f"/nodes/{world['cpu'].pk}/").content.decode())
+    assert "Task isolation none" in text and "one team's jobs at a time" in text
+    assert "zone=eu-1" in text
+    Node.objects.filter(pk=world["cpu"].pk).update(
+        isolation="uid+cgroup", credential_revoked_at=timezone.now()
+    )
+    text = _text(_client(world["alice"]).get(f"/nodes/{world['cpu'].pk}/").content.decode())
+    assert "Task isolation uid+cgroup" in text and "Credential revoked" in text
+
+
 def test_a_missing_node_is_not_found(world: dict[str, Any]) -> None:
     assert _client(world["alice"]).get("/nodes/999999/").status_code == 404
 
