@@ -58,6 +58,7 @@ class NodeAdmin(admin.ModelAdmin):
         "gpus",
         "labels",
         "state",
+        "isolation",
         "enrolled_at",
         "last_seen",
         "usage",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -215,14 +217,19 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
 @needs_root
-def test_private_dir_is_owned_by_the_job_uid(tmp_path: Path) -> None:
-    os.chmod(tmp_path, 0o711)
-    if not _reachable(tmp_path):
-        pytest.skip("the test's temporary directory is not reachable by other uids")
-    path = tmp_path / "job-3"
-    prepare_private_dir(path, 400003, 400003)
-    st = path.stat()
-    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (400003, 400003, 0o700)
+def test_private_dir_is_owned_by_the_job_uid() -> None:
+    # Not pytest's tmp_path: its parent (/tmp/pytest-of-root) is 0700, so no other uid
+    # could reach a directory below it; a directory of its own under /tmp can be.
+    base = Path(tempfile.mkdtemp(prefix="trainhub-isolation-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o711)
+        assert _reachable(base)
+        path = base / "job-3"
+        prepare_private_dir(path, 400003, 400003)
+        st = path.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (400003, 400003, 0o700)
+    finally:
+        shutil.rmtree(base)
 
 
 @needs_root
