@@ -1,4 +1,4 @@
-"""`/api/v1/nodes/` (with cordon, drain, uncordon, revoke-credential) and
+"""`/api/v1/nodes/` (labels by PATCH; cordon, drain, uncordon, revoke-credential) and
 `/api/v1/enrollment-tokens/`."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from trainhub.nodes.services import (
     create_enrollment_token,
     revoke_enrollment_token,
     revoke_node_credential,
+    set_node_labels,
     set_node_state,
 )
 
@@ -30,6 +31,7 @@ from ..serializers.nodes import (
     EnrollmentTokenRequestSerializer,
     EnrollmentTokenSerializer,
     IssuedEnrollmentTokenSerializer,
+    NodeLabelsSerializer,
     NodeSerializer,
 )
 from .jobs import ErrorResponse, _user
@@ -46,6 +48,18 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         return Node.objects.annotate(
             active_tasks=Count("tasks", filter=Q(tasks__state__in=TASK_ACTIVE))
         ).order_by("id")
+
+    @extend_schema(
+        request=NodeLabelsSerializer,
+        responses={200: NodeSerializer, 400: ErrorResponse, 403: ErrorResponse},
+    )
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Replace the node's labels (platform admins); only `labels` can be changed."""
+        node = self.get_object()
+        params = NodeLabelsSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        set_node_labels(node=node, labels=params.validated_data["labels"], actor=_user(request))
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     def _set(self, state: NodeState) -> Response:
         node = self.get_object()
