@@ -53,7 +53,7 @@ class NodeForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         labels = self.instance.labels or {}
-        self.initial["labels"] = ",".join(f"{key}={value}" for key, value in labels.items())
+        self.initial["labels"] = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
     def clean_labels(self) -> dict[str, str]:
         try:

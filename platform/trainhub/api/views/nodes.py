@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
-from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -36,6 +36,15 @@ from ..serializers.nodes import (
 )
 from .jobs import ErrorResponse, _user
 
+LabelsRefused = OpenApiResponse(
+    inline_serializer(
+        "NodeLabelsError",
+        {"labels": serializers.JSONField(required=False, help_text="What is wrong with them.")},
+    ),
+    description="Nothing changed; the body names the field at fault: `labels`, or a field "
+    "other than `labels` that was sent.",
+)
+
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     """The cluster's nodes; every signed-in user reads them, platform admins change them."""
@@ -51,7 +60,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(
         request=NodeLabelsSerializer,
-        responses={200: NodeSerializer, 400: ErrorResponse, 403: ErrorResponse},
+        responses={200: NodeSerializer, 400: LabelsRefused, 403: ErrorResponse},
     )
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Replace the node's labels (platform admins); only `labels` can be changed."""
