@@ -41,8 +41,8 @@ def agent_version(node: Node) -> str | None:
     return node.agent_version or None
 
 
-def agent_outdated(node: Node, server_version: str) -> bool:
+def agent_outdated(node: Node, server_version: str | None) -> bool:
     """The node's agent runs another runtime version than this server (`server_version`,
-    from `ps_runtime.version.runtime_version()`); False while its version is unknown."""
+    from `ps_runtime.version.known_runtime_version()`); False while either is unknown."""
     version = agent_version(node)
-    return version is not None and version != server_version
+    return None not in (version, server_version) and version != server_version

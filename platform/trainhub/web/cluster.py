@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ps_runtime.version import runtime_version
+from ps_runtime.version import known_runtime_version
 from trainhub.jobs.models import Task
 from trainhub.jobs.selectors import NodeLoad, node_loads
 from trainhub.jobs.usage import QuotaUsage
@@ -166,7 +166,7 @@ class NodeRow:
     drained: bool  # draining and nothing runs there any more: safe to take out
     version: str | None
     outdated: bool  # the agent runs another version than this server
-    server_version: str
+    server_version: str | None
     load: NodeLoad
     allocations: list[Allocation]
     is_new: bool  # joined after the moment the page was asked about (`since`)
@@ -178,7 +178,7 @@ def node_rows(
     """Rows for these nodes, their loads read in one query."""
     nodes = list(nodes)
     loads = node_loads(n.pk for n in nodes)
-    server_version = runtime_version()
+    server_version = known_runtime_version()
     rows = []
     for node in nodes:
         load = loads.get(node.pk, NO_LOAD)

@@ -12,6 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.agents.services import ProtocolError, handle_message
 from trainhub.nodes.models import Node
+from trainhub.nodes.selectors import agent_outdated
 from trainhub.nodes.services import create_enrollment_token
 
 from ps_runtime.version import runtime_version
@@ -95,6 +96,14 @@ def test_the_api_flags_an_agent_of_another_version_as_outdated() -> None:
     }
     one = client.get(f"/api/v1/nodes/{old.pk}/").json()
     assert (one["agent_version"], one["outdated"]) == ("0.0.1", True)
+
+
+def test_nothing_is_flagged_while_either_version_is_unknown() -> None:
+    node = Node(agent_version="0.0.1")
+    assert agent_outdated(node, "0.1.0")
+    assert not agent_outdated(node, "0.0.1")
+    assert not agent_outdated(node, None)  # a server without a version of its own
+    assert not agent_outdated(Node(agent_version=""), "0.1.0")
 
 
 def test_the_node_pages_flag_an_outdated_agent() -> None:

@@ -9,7 +9,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from ps_runtime.agent.labels import LabelError, check_labels
-from ps_runtime.version import runtime_version
+from ps_runtime.version import known_runtime_version
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.selectors import agent_outdated, agent_version
@@ -54,8 +54,9 @@ class NodeSerializer(serializers.ModelSerializer):
         "reported, an agent older than the field)."
     )
     outdated = serializers.SerializerMethodField(
-        help_text="The agent runs another version than this server: re-run the install "
-        "command on the node to upgrade it (tasks keep running)."
+        help_text="The agent runs another version than this server (false while unknown): "
+        "re-run the install command on the node; the new version runs from the agent's next "
+        "restart."
     )
 
     class Meta:
@@ -97,8 +98,8 @@ class NodeSerializer(serializers.ModelSerializer):
         return agent_outdated(node, self._server_version)
 
     @cached_property
-    def _server_version(self) -> str:
-        return runtime_version()  # read once per response, not once per node
+    def _server_version(self) -> str | None:
+        return known_runtime_version()  # read once per response, not once per node
 
 
 class LabelValueField(serializers.CharField):
