@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import logging
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from ps_runtime.agent.state import (
     load_state,
     save_state,
 )
+from ps_runtime.version import known_runtime_version
 
 logger = logging.getLogger("ps_runtime.agent")
 
@@ -156,11 +156,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def runtime_version() -> str:
-    """The installed trainhub-runtime's version ("unknown" when run from a bare checkout)."""
-    try:
-        return importlib.metadata.version("trainhub-runtime")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """The trainhub-runtime version this agent runs ("unknown" for a bare copy)."""
+    return known_runtime_version() or "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -42,6 +42,7 @@ from ps_runtime.agent.protocol import (
 from ps_runtime.agent.reconcile import reconcile
 from ps_runtime.agent.state import AgentState, save_state
 from ps_runtime.agent.supervisor import Supervisor
+from ps_runtime.version import known_runtime_version
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ class Agent:
             code=self.code,
         )
         self.sampler = UsageSampler()
+        # Read once: after an in-place upgrade this process still runs the code it started
+        # with, and says so until it is restarted.
+        self.version = known_runtime_version()
         self.fatal_message: str | None = None
         self.connections = 0  # successful WebSocket connections so far
         self._heartbeat_interval = heartbeat_interval
@@ -277,6 +281,7 @@ class Agent:
             ports_in_use=tuple(self.sampler.ports_in_use()),
             tasks=tuple(LiveTask(key, pid) for key, pid in live.items()),
             isolation=self.supervisor.isolation.mode,
+            agent_version=self.version,
         )
 
     # -- reconcile -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ps_runtime.agent.gpus import GpuInfo, GpuUsage, query_gpu_usage, query_gpus
+from ps_runtime.version import known_runtime_version
 
 PROC = Path("/proc")
 TCP_LISTEN = "0A"  # the `st` column of /proc/net/tcp for a listening socket
@@ -26,9 +27,10 @@ class NodeFacts:
     memory_mb: int
     gpus: list[GpuInfo] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    agent_version: str | None = None  # the trainhub-runtime this agent runs
 
     def as_enroll_body(self, token: str) -> dict[str, object]:
-        return {
+        body: dict[str, object] = {
             "token": token,
             "hostname": self.hostname,
             "address": self.address,
@@ -37,6 +39,9 @@ class NodeFacts:
             "gpus": list(self.gpus),
             "labels": dict(self.labels),
         }
+        if self.agent_version is not None:
+            body["agent_version"] = self.agent_version
+        return body
 
 
 def node_cpus() -> list[int]:
@@ -124,6 +129,7 @@ def gather_facts(
         memory_mb=memory_total_mb(),
         gpus=query_gpus(),
         labels=dict(labels or {}),
+        agent_version=known_runtime_version(),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_number, as_str, join
 from ps_runtime.agent.gpus import GpuUsage
+from ps_runtime.version import check_version
 
 
 class IsolationMode(StrEnum):
@@ -70,6 +71,15 @@ def as_port(value: object, path: str) -> int:
     return port
 
 
+def as_version(value: object, path: str) -> str:
+    """A runtime version string, as `ps_runtime.version.check_version` allows."""
+    text = as_str(value, path)
+    try:
+        return check_version(text)
+    except ValueError as exc:
+        raise ProtocolError(f"{path} {exc}") from None
+
+
 def _task_key(fields: JsonObject) -> TaskKey:
     return TaskKey(fields.integer("id"), fields.integer("attempt", minimum=0))
 
@@ -88,8 +98,8 @@ class LiveTask:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Node usage, each GPU's load, the TCP ports listened on, and live task processes;
-    every 5 s and on connect."""
+    """Node usage, each GPU's load, the TCP ports listened on, live task processes, how
+    tasks are isolated and the agent's version; every 5 s and on connect."""
 
     KIND: ClassVar[MessageKind] = MessageKind.HEARTBEAT
     usage: Mapping[str, float] = field(default_factory=dict)
@@ -98,6 +108,9 @@ class Heartbeat:
     ports_in_use: tuple[int, ...] = ()
     # Left out by agents older than the field; the server then keeps what it knew.
     isolation: IsolationMode | None = None
+    # The trainhub-runtime version the agent runs; left out by agents older than the field
+    # (and by a copy without one): the server then keeps what it knew.
+    agent_version: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -111,6 +124,8 @@ class Heartbeat:
         }
         if self.isolation is not None:
             document["isolation"] = self.isolation.value
+        if self.agent_version is not None:
+            document["agent_version"] = self.agent_version
         return document
 
     @classmethod
@@ -134,6 +149,11 @@ class Heartbeat:
         isolation = (
             fields.choice("isolation", IsolationMode) if "isolation" in fields.data else None
         )
+        version = (
+            as_version(fields.data["agent_version"], fields.at("agent_version"))
+            if "agent_version" in fields.data
+            else None
+        )
         return cls(
             usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
             tasks=tuple(live),
@@ -142,6 +162,7 @@ class Heartbeat:
                 as_port(p, join(ports, i)) for i, p in enumerate(fields.items("ports_in_use"))
             ),
             isolation=isolation,
+            agent_version=version,
         )
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from ps_runtime.version import runtime_version
+
 from ..conftest import require_services
 from .cluster import LiveCluster, fresh_database, services_cluster
 
@@ -146,6 +148,8 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
             )
         assert node["labels"] == {"e2e": "install", "zone": "local"}
         assert node["state"] == "active"
+        # The agent reports the version it runs, this server's own: not flagged outdated.
+        assert (node["agent_version"], node["outdated"]) == (runtime_version(), False)
 
         state = prefix / "etc" / "agent.json"
         assert stat.S_IMODE(state.stat().st_mode) == 0o600

@@ -10,20 +10,27 @@ Nodes install the runtime this server runs, no Django. Two ways to have it:
 from __future__ import annotations
 
 import fcntl
-import importlib.metadata
 import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import ps_runtime
+# The runtime's version and where its source tree is: one answer for the agent and server.
+from ps_runtime.version import DIST_NAME, runtime_version, source_root
 
-DIST_NAME = "trainhub-runtime"
+__all__ = [
+    "DIST_NAME",
+    "WheelUnavailable",
+    "runtime_version",
+    "runtime_wheel",
+    "source_root",
+    "wheel_name",
+]
+
 BUILD_TIMEOUT_SECONDS = 300
 _SOURCE_FILES = ("pyproject.toml", "README.md")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
@@ -31,25 +38,6 @@ _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 
 class WheelUnavailable(Exception):
     """The wheel is not there and cannot be built here; the message says what to do."""
-
-
-def source_root() -> Path | None:
-    """The repository root when this server runs the runtime from a source tree."""
-    root = Path(ps_runtime.__file__).resolve().parent.parent
-    try:
-        project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return None
-    return root if project.get("name") == DIST_NAME else None
-
-
-def runtime_version() -> str:
-    """The version of the runtime this server runs."""
-    root = source_root()
-    if root is not None:
-        project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-        return str(project["version"])
-    return importlib.metadata.version(DIST_NAME)
 
 
 def wheel_name(version: str | None = None) -> str:

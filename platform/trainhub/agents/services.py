@@ -55,7 +55,13 @@ def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
     if heartbeat.ports_in_use:
         usage["ports_in_use"] = list(heartbeat.ports_in_use)
     isolation = heartbeat.isolation.value if heartbeat.isolation is not None else None
-    record_heartbeat(node_id=node_id, usage=usage, now=now, isolation=isolation)
+    record_heartbeat(
+        node_id=node_id,
+        usage=usage,
+        now=now,
+        isolation=isolation,
+        agent_version=heartbeat.agent_version,
+    )
     settle_unstarted_tasks(
         node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
     )

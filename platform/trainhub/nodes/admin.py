@@ -6,6 +6,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from ps_runtime.agent.labels import LabelError, parse_labels
+
 from .choices import NodeState
 from .install import install_command, public_server_url
 from .models import EnrollmentToken, Node
@@ -15,6 +17,7 @@ from .services import (
     create_enrollment_token,
     revoke_enrollment_token,
     revoke_node_credential,
+    set_node_labels,
     set_node_owner,
     set_node_state,
 )
@@ -32,9 +35,39 @@ def _set_state(state: NodeState, verb: str) -> Any:
     return admin.action(description=f"{verb.capitalize()} selected nodes")(action)
 
 
+class NodeForm(forms.ModelForm):
+    """A node's labels written as at install (`zone=eu-1,rack=4`), checked by the same
+    parser; the error shows next to the field."""
+
+    labels = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text="key=value pairs separated by commas, as `--labels` at install "
+        "(e.g. zone=eu-1,rack=4); empty: no labels.",
+    )
+
+    class Meta:
+        model = Node
+        fields = ("owner", "labels")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        labels = self.instance.labels or {}
+        self.initial["labels"] = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+    def clean_labels(self) -> dict[str, str]:
+        try:
+            return parse_labels(self.cleaned_data.get("labels") or "")
+        except LabelError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    """Nodes enroll themselves; administrators change their state with the actions."""
+    """Nodes enroll themselves; administrators change their state with the actions, and
+    their owner and labels in the form."""
+
+    form = NodeForm
 
     list_display = (
         "hostname",
@@ -56,7 +89,8 @@ class NodeAdmin(admin.ModelAdmin):
         "cpus",
         "memory_mb",
         "gpus",
-        "labels",
+        "isolation",
+        "agent_version",
         "state",
         "isolation",
         "enrolled_at",
@@ -77,8 +111,9 @@ class NodeAdmin(admin.ModelAdmin):
         return False  # nodes join with `trainhub-agent enroll`
 
     def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
-        # The owner is the one editable field; the service audits the change.
+        # The owner and the labels are the editable fields; the services audit changes.
         set_node_owner(node=obj, owner=obj.owner, actor=request.user)
+        set_node_labels(node=obj, labels=obj.labels, actor=request.user)
 
     @admin.action(description="Revoke credential (disconnect; enroll again to return)")
     def revoke_credential(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:

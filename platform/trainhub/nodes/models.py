@@ -54,6 +54,10 @@ class Node(models.Model):
     isolation = models.CharField(
         max_length=16, choices=NodeIsolation.choices, default=NodeIsolation.NONE
     )
+    # The trainhub-runtime version the node's agent runs (enrollment, then heartbeats);
+    # empty until an agent reports one. The API and the nodes page flag a version other
+    # than the server's own (`nodes.selectors.agent_outdated`).
+    agent_version = models.CharField(max_length=64, blank=True, default="", editable=False)
     # A team whose jobs are placed here first (e.g. it bought the node); others may still
     # use it. Quotas, not ownership, decide how much each team gets.
     owner = models.ForeignKey(

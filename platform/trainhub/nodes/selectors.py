@@ -36,7 +36,13 @@ def node_status(node: Node, now: datetime) -> NodeStatus:
 
 
 def agent_version(node: Node) -> str | None:
-    """The version the node's agent reports, when it reports one (a field of the node, or
-    `agent_version` in its last heartbeat's usage); None otherwise."""
-    version = getattr(node, "agent_version", None) or (node.usage or {}).get("agent_version")
-    return str(version) if version not in (None, "") else None
+    """The trainhub-runtime version the node's agent reported last; None when it never
+    reported one (an agent older than the field)."""
+    return node.agent_version or None
+
+
+def agent_outdated(node: Node, server_version: str | None) -> bool:
+    """The node's agent runs another runtime version than this server (`server_version`,
+    from `ps_runtime.version.known_runtime_version()`); False while either is unknown."""
+    version = agent_version(node)
+    return None not in (version, server_version) and version != server_version

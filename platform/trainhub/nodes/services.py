@@ -1,11 +1,14 @@
-"""Node enrollment, credentials (issue, renew, revoke, authenticate) and liveness.
+"""Node enrollment, credentials (issue, renew, revoke, authenticate), admin changes
+(state, owner, labels) and liveness.
 
 A change that alters what the scheduler may place where (a node enrolled, cordoned,
-drained, given a new owner) publishes `NodeChanged`; the scheduler queues a cycle on it.
+drained, given a new owner or labels) publishes `NodeChanged`; the scheduler queues a cycle
+on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -190,6 +193,27 @@ def set_node_owner(*, node: Node, owner: Team | None, actor: Actor = None) -> No
     return node
 
 
+@transaction.atomic
+def set_node_labels(*, node: Node, labels: Mapping[str, str], actor: Actor = None) -> Node:
+    """Replace the node's labels (`{}` clears them); a no-op when they are the same.
+
+    Raises:
+        LabelError: a label is malformed (`ps_runtime.agent.labels`); nothing changes.
+    """
+    checked = check_labels(labels)
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    _change_node(
+        locked,
+        action="node.set_labels",
+        actor=actor,
+        field="labels",
+        value=checked,
+        shown=(locked.labels, checked),
+    )
+    node.labels = checked
+    return node
+
+
 _VERBS = {NodeState.ACTIVE: "uncordon", NodeState.CORDONED: "cordon", NodeState.DRAINING: "drain"}
 
 
@@ -252,6 +276,7 @@ def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedCr
         memory_mb=facts["memory_mb"],
         gpus=facts.get("gpus", []),
         labels=labels,
+        agent_version=facts.get("agent_version") or "",
         credential_hash=hash_secret(secret),
         credential_expires_at=now + credential_lifetime(),
         last_seen=now,
@@ -361,10 +386,18 @@ def revoke_node_credential(*, node: Node, actor: Actor = None, now: datetime | N
 
 
 def record_heartbeat(
-    *, node_id: int, usage: dict[str, Any], now: datetime, isolation: str | None = None
+    *,
+    node_id: int,
+    usage: dict[str, Any],
+    now: datetime,
+    isolation: str | None = None,
+    agent_version: str | None = None,
 ) -> None:
-    """Mark the node seen; `isolation` (when the agent reports it) replaces the known one."""
+    """Mark the node seen; `isolation` and `agent_version` (when the agent reports them)
+    replace the known ones."""
     fields: dict[str, Any] = {"last_seen": now, "usage": usage}
     if isolation is not None:
         fields["isolation"] = isolation
+    if agent_version is not None:
+        fields["agent_version"] = agent_version
     Node.objects.filter(pk=node_id).update(**fields)

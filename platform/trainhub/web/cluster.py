@@ -13,11 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from ps_runtime.version import known_runtime_version
 from trainhub.jobs.models import Task
 from trainhub.jobs.selectors import NodeLoad, node_loads
 from trainhub.jobs.usage import QuotaUsage
 from trainhub.nodes.models import Node
-from trainhub.nodes.selectors import NodeStatus, agent_version, node_status
+from trainhub.nodes.selectors import NodeStatus, agent_outdated, agent_version, node_status
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.resources import RESOURCE_NAMES, Resources
 
@@ -164,6 +165,8 @@ class NodeRow:
     status: NodeStatus
     drained: bool  # draining and nothing runs there any more: safe to take out
     version: str | None
+    outdated: bool  # the agent runs another version than this server
+    server_version: str | None
     load: NodeLoad
     allocations: list[Allocation]
     is_new: bool  # joined after the moment the page was asked about (`since`)
@@ -175,6 +178,7 @@ def node_rows(
     """Rows for these nodes, their loads read in one query."""
     nodes = list(nodes)
     loads = node_loads(n.pk for n in nodes)
+    server_version = known_runtime_version()
     rows = []
     for node in nodes:
         load = loads.get(node.pk, NO_LOAD)
@@ -185,6 +189,8 @@ def node_rows(
                 status=status,
                 drained=status == NodeStatus.DRAINING and load.tasks == 0,
                 version=agent_version(node),
+                outdated=agent_outdated(node, server_version),
+                server_version=server_version,
                 load=load,
                 allocations=allocations(load.held, node_capacity(node)),
                 is_new=since is not None and node.enrolled_at > since,

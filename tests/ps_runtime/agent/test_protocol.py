@@ -17,6 +17,7 @@ from ps_runtime.agent.protocol import (
     Enrolled,
     ErrorMessage,
     Heartbeat,
+    IsolationMode,
     LiveTask,
     Logs,
     LogStream,
@@ -170,6 +171,7 @@ MESSAGES: list[AgentMessage] = [
         gpus=({"index": 0, "utilization_percent": 87.0, "memory_used_mb": 61234},),
         ports_in_use=(8080, 24000),
     ),
+    Heartbeat(isolation=IsolationMode.UID_CGROUP, agent_version="0.1.0+g1a2b3c"),
     TaskStatus(KEY, ReportedState.RUNNING),
     TaskStatus(KEY, ReportedState.FAILED, 137, "killed by SIGKILL"),
     TaskStatus(KEY, ReportedState.SUCCEEDED, 0, "exited with code 0"),
@@ -248,6 +250,12 @@ NAN, INF = float("nan"), float("inf")
             "gpus[0].memory_used_mb",
             "is required",
         ),
+        ({"type": "heartbeat", "agent_version": 1}, "agent_version", "a string"),
+        ({"type": "heartbeat", "agent_version": None}, "agent_version", "a string"),
+        ({"type": "heartbeat", "agent_version": ""}, "agent_version", "must not be empty"),
+        ({"type": "heartbeat", "agent_version": "0.1.0 "}, "agent_version", "such as 0.1.0"),
+        ({"type": "heartbeat", "agent_version": "-1"}, "agent_version", "such as 0.1.0"),
+        ({"type": "heartbeat", "agent_version": "1" * 65}, "agent_version", "at most 64"),
         (_status(id="31"), "id", "an integer"),
         (_status(id=31.0), "id", "an integer"),
         (_status(attempt=True), "attempt", "an integer"),
@@ -326,3 +334,10 @@ def test_renewal_answer() -> None:
         "credential",
     )
     _refused(parse_renewed_credential, [], "the credential renewal answer")
+
+
+def test_the_agent_version_is_optional_and_sent_only_when_known() -> None:
+    assert "agent_version" not in Heartbeat().to_wire()
+    assert parse_from_agent({"type": "heartbeat"}) == Heartbeat()
+    beat = parse_from_agent({"type": "heartbeat", "agent_version": "1!2.0rc1.post3"})
+    assert isinstance(beat, Heartbeat) and beat.agent_version == "1!2.0rc1.post3"

@@ -104,7 +104,7 @@ def test_a_drained_node_says_it_is_safe_to_take_out(world: dict[str, Any]) -> No
 
 
 def test_a_reported_agent_version_is_shown(world: dict[str, Any]) -> None:
-    Node.objects.filter(pk=world["gpu"].pk).update(usage={"agent_version": "0.4.1"})
+    Node.objects.filter(pk=world["gpu"].pk).update(agent_version="0.4.1")
     html = _client(world["alice"]).get("/nodes/").content.decode()
     assert "0.4.1" in _row(html, world["gpu"])
 

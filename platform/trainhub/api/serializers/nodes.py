@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from django.utils import timezone
 from rest_framework import serializers
 
+from ps_runtime.agent.labels import LabelError, check_labels
+from ps_runtime.version import known_runtime_version
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import EnrollmentToken, Node
+from trainhub.nodes.selectors import agent_outdated, agent_version
 from trainhub.nodes.services import TOKEN_MAX_USES, TokenTermsError, check_token_terms
 
 
@@ -45,6 +49,15 @@ class NodeSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="Team whose jobs prefer this node (set in the admin), or null.",
     )
+    agent_version = serializers.SerializerMethodField(
+        help_text="The trainhub-runtime version the node's agent reported last (null: none "
+        "reported, an agent older than the field)."
+    )
+    outdated = serializers.SerializerMethodField(
+        help_text="The agent runs another version than this server (false while unknown): "
+        "re-run the install command on the node; the new version runs from the agent's next "
+        "restart."
+    )
 
     class Meta:
         model = Node
@@ -58,6 +71,8 @@ class NodeSerializer(serializers.ModelSerializer):
             "owner",
             "labels",
             "isolation",
+            "agent_version",
+            "outdated",
             "state",
             "alive",
             "active_tasks",
@@ -75,6 +90,52 @@ class NodeSerializer(serializers.ModelSerializer):
 
     def get_drained(self, node: Node) -> bool:
         return node.state == NodeState.DRAINING and not getattr(node, "active_tasks", 0)
+
+    def get_agent_version(self, node: Node) -> str | None:
+        return agent_version(node)
+
+    def get_outdated(self, node: Node) -> bool:
+        return agent_outdated(node, self._server_version)
+
+    @cached_property
+    def _server_version(self) -> str | None:
+        return known_runtime_version()  # read once per response, not once per node
+
+
+class LabelValueField(serializers.CharField):
+    """A label's value: a string as sent (a number is refused, not turned into one)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_blank=True, trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("must be a string.")
+        return data
+
+
+class NodeLabelsSerializer(serializers.Serializer):
+    """`PATCH /api/v1/nodes/{id}/`: the node's labels, replaced as a whole."""
+
+    labels = serializers.DictField(
+        child=LabelValueField(),
+        help_text="All the node's labels, e.g. zone: eu-1 ({} removes them). Names "
+        "and values as for `--labels` at install.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {name: ["cannot be changed here; only labels can."] for name in unknown}
+            )
+        return attrs
+
+    def validate_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        try:
+            return check_labels(labels)
+        except LabelError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 class EnrollmentTokenSerializer(serializers.ModelSerializer):

@@ -1,4 +1,4 @@
-"""`/api/v1/nodes/` (with cordon, drain, uncordon, revoke-credential) and
+"""`/api/v1/nodes/` (labels by PATCH; cordon, drain, uncordon, revoke-credential) and
 `/api/v1/enrollment-tokens/`."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
-from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -22,6 +22,7 @@ from trainhub.nodes.services import (
     create_enrollment_token,
     revoke_enrollment_token,
     revoke_node_credential,
+    set_node_labels,
     set_node_state,
 )
 
@@ -30,9 +31,19 @@ from ..serializers.nodes import (
     EnrollmentTokenRequestSerializer,
     EnrollmentTokenSerializer,
     IssuedEnrollmentTokenSerializer,
+    NodeLabelsSerializer,
     NodeSerializer,
 )
 from .jobs import ErrorResponse, _user
+
+LabelsRefused = OpenApiResponse(
+    inline_serializer(
+        "NodeLabelsError",
+        {"labels": serializers.JSONField(required=False, help_text="What is wrong with them.")},
+    ),
+    description="Nothing changed; the body names the field at fault: `labels`, or a field "
+    "other than `labels` that was sent.",
+)
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
@@ -46,6 +57,18 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         return Node.objects.annotate(
             active_tasks=Count("tasks", filter=Q(tasks__state__in=TASK_ACTIVE))
         ).order_by("id")
+
+    @extend_schema(
+        request=NodeLabelsSerializer,
+        responses={200: NodeSerializer, 400: LabelsRefused, 403: ErrorResponse},
+    )
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Replace the node's labels (platform admins); only `labels` can be changed."""
+        node = self.get_object()
+        params = NodeLabelsSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        set_node_labels(node=node, labels=params.validated_data["labels"], actor=_user(request))
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     def _set(self, state: NodeState) -> Response:
         node = self.get_object()
