@@ -92,7 +92,6 @@ class NodeAdmin(admin.ModelAdmin):
         "isolation",
         "agent_version",
         "state",
-        "isolation",
         "enrolled_at",
         "last_seen",
         "usage",
