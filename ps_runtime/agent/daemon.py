@@ -7,7 +7,9 @@ Three concurrent activities share an `Outbox` and a `Supervisor`:
 - the reconcile loop fetches `GET /api/v1/agent/tasks/` on connect, on every notice and
   every 10 s, and starts/stops processes to match;
 - supervisor threads feed task statuses, logs and metrics into the outbox, which keeps
-  them (bounded) while the socket is down;
+  them (bounded) while the socket is down; once sent, the task table records how far each
+  task's files were delivered;
+- at start, the tasks a previous agent left running are adopted (`Supervisor.adopt`);
 - the renewal loop renews the node credential two thirds into its lifetime, saves it to
   the state file and reconnects the socket with it; tasks keep running throughout.
 """
@@ -122,6 +124,8 @@ class Agent:
         """Run until stopped; 0 on a clean shutdown, 1 when the credential is rejected."""
         self._loop = asyncio.get_running_loop()
         installed = self._install_signal_handlers()
+        # Tasks a previous agent left running are ours again before the first reconcile.
+        await asyncio.to_thread(self.supervisor.adopt)
         http = rest.Client({**self._auth, "User-Agent": rest.USER_AGENT}, self._http_timeout)
         workers = {
             asyncio.create_task(self._reconcile_loop(http), name="reconcile"),
@@ -260,6 +264,8 @@ class Agent:
 
     async def _flush(self, ws: ClientConnection) -> None:
         async with self._flush_lock:
+            # Taken before the drain: everything read up to these offsets is in the outbox.
+            snapshot = self.supervisor.offsets_snapshot()
             messages = self.outbox.drain()
             for i, message in enumerate(messages):
                 try:
@@ -267,6 +273,9 @@ class Agent:
                 except BaseException:
                     self.outbox.requeue(messages[i:])
                     raise
+            if messages:
+                # Sent: a restarted agent resumes the task files after them.
+                await asyncio.to_thread(self.supervisor.commit, snapshot)
 
     async def _heartbeat_loop(self, ws: ClientConnection) -> None:
         while True:

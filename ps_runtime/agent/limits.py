@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
 import os
 import resource
@@ -22,8 +20,6 @@ MIB = 1024 * 1024
 # headroom (a 2048 MiB task gets 8 GiB of address space).
 AS_MULTIPLIER = 2
 AS_HEADROOM_MB = 4096
-
-_PR_SET_PDEATHSIG = 1
 
 
 def cpu_count_for(cpu: float, available: int) -> int:
@@ -52,18 +48,6 @@ def address_space_limit(memory_mb: int) -> int | None:
     return (memory_mb * AS_MULTIPLIER + AS_HEADROOM_MB) * MIB
 
 
-def _load_prctl() -> Callable[..., int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name, use_errno=True)
-        return libc.prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
-
-
 def make_preexec(
     cpus: Collection[int],
     as_limit: int | None,
@@ -76,16 +60,15 @@ def make_preexec(
     It does only system calls prepared in the parent (no imports, no locks, no logging),
     because preexec_fn runs in a forked copy of a multi-threaded process. Order matters:
     join the cgroups while still root, then drop to the task's (uid, gid) with no
-    supplementary groups, then set the parent-death signal (a uid change clears it).
+    supplementary groups. No parent-death signal: tasks outlive the agent, which adopts
+    them again when it restarts.
     """
-    parent = os.getpid()
     cpu_set = set(cpus)
     limit: tuple[int, int] | None = None
     if as_limit is not None:
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         cap = as_limit if hard == resource.RLIM_INFINITY else min(as_limit, hard)
         limit = (cap, cap)
-    prctl = _prctl
     fds = list(cgroup_fds)
 
     def preexec() -> None:
@@ -96,12 +79,6 @@ def make_preexec(
             os.setgroups([])
             os.setgid(gid)
             os.setuid(uid)
-        if prctl is not None:
-            # Die with the agent's forking thread, so a restarted agent never finds
-            # orphans it cannot see holding the task's ports and GPUs.
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-            if os.getppid() != parent:
-                os._exit(70)
         if cpu_set:
             os.sched_setaffinity(0, cpu_set)
         if limit is not None:

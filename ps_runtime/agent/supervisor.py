@@ -1,10 +1,15 @@
 """Start, watch and stop task processes; their output and metrics go to the outbox.
 
-Each task attempt runs as `[python, "-m", "ps_runtime.task"]` in a new session (hence its
-own process group) with the allow-listed env from docs/protocol.md §2; as root, as the
-job's own uid in its own cgroup (`ps_runtime.agent.isolation`). Per process there
-are three reader threads (stdout, stderr, metrics pipe) and a waiter thread that reaps
-the leader, cleans up the rest of its group and reports the outcome.
+Each task attempt runs as `[python, "-m", "ps_runtime.task"]` under a small wrapper
+(`ps_runtime/agent/taskwrap.py`, which records the exit status to a file) in a new session
+(hence its own process group) with the allow-listed env from docs/protocol.md §2; as
+root, as the job's own uid in its own cgroup (`ps_runtime.agent.isolation`). Tasks get
+no parent-death signal: they outlive the agent. Their stdout, stderr and metrics go to
+files in the task directory that the agent tails (one thread each), and every live task
+is in the task table on disk (`tasktable`), with how far each file was delivered, so a
+restarted agent adopts it (`adopt`) and resumes from there. A waiter thread per task
+waits for the wrapper (a child, or for an adopted task by polling its pid and start
+time), cleans up the rest of its group and reports the outcome.
 """
 
 from __future__ import annotations
@@ -12,19 +17,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ps_runtime import taskenv
-from ps_runtime.agent import cgroups, limits, protocol
+from ps_runtime.agent import cgroups, limits, protocol, tasktable, taskwrap
 from ps_runtime.agent.codecache import CodeCache
 from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
 from ps_runtime.agent.isolation import (
@@ -41,21 +48,34 @@ from ps_runtime.agent.protocol import (
     ReportedState,
     TaskKey,
     TaskStatus,
+    parse_desired_task,
 )
 
 logger = logging.getLogger(__name__)
 
 TASK_MODULE: tuple[str, ...] = ("-m", "ps_runtime.task")
 TASK_COMMAND: tuple[str, ...] = (sys.executable, *TASK_MODULE)
+# Run by path in isolated mode (-I): it needs only the standard library, and whatever
+# the task's PYTHONPATH says is for the task.
+WRAPPER: tuple[str, ...] = ("-I", taskwrap.__file__)
 MAX_LINE_BYTES = 64 * 1024  # longer lines are split; keeps memory per reader bounded
-READER_JOIN_SECONDS = 2.0  # a grandchild may keep the pipes open after the leader exits
+READER_JOIN_SECONDS = 10.0  # the tailers read what is left after the task ended
+TAIL_POLL_SECONDS = 0.1  # how often a tailer looks for new output
+ADOPTED_POLL_SECONDS = 0.2  # how often the waiter of an adopted task checks it is alive
+TABLE_FILE = "tasks.json"
+STREAMS = ("stdout", "stderr", "metrics")
+FILES = {"stdout": "stdout.log", "stderr": "stderr.log", "metrics": "metrics.jsonl"}
+STATUS_FILE = "exit-status"
+STOP_FILE = "stop-requested"  # a stop the agent asked for outlives it too
+LOST_MESSAGE = "lost while the agent was down"
 
 
 @dataclass
 class TaskProcess:
     task: DesiredTask
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None  # None: adopted from a previous agent
     cpus: list[int]
+    record: tasktable.TaskRecord
     grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS
     stop_requested: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
@@ -66,6 +86,9 @@ class TaskProcess:
     # The task's own stop grace from the latest desired list that named it (None: unset).
     stop_grace: float | None = None
     cgroup: cgroups.TaskCgroup | None = None
+    # How far each file has been read into the outbox (tailers advance it).
+    offsets: dict[str, int] = field(default_factory=dict)
+    exited: threading.Event = field(default_factory=threading.Event)
 
     @property
     def key(self) -> TaskKey:
@@ -73,7 +96,11 @@ class TaskProcess:
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.record.pid
+
+    @property
+    def task_dir(self) -> Path:
+        return Path(self.record.task_dir)
 
 
 def parse_metric_line(line: str) -> tuple[MetricPoint | None, list[str]]:
@@ -121,11 +148,7 @@ def describe_exit(returncode: int) -> tuple[int, str]:
 
 
 class Supervisor:
-    """Owns every task process on the node.
-
-    `start` must be called from a long-lived thread (the daemon's loop thread): tasks get
-    PR_SET_PDEATHSIG, which fires when the *thread* that forked them exits.
-    """
+    """Owns every task process on the node, and the task table that outlives it."""
 
     def __init__(
         self,
@@ -150,6 +173,9 @@ class Supervisor:
         self._lock = threading.Lock()
         self._live: dict[TaskKey, TaskProcess] = {}  # guarded by _lock
         self._finished: set[TaskKey] = set()  # guarded by _lock
+        self._table = work_dir / TABLE_FILE
+        self._records: dict[TaskKey, tasktable.TaskRecord] = {}  # guarded by _lock
+        self._ended: set[TaskKey] = set()  # status queued; record dropped on next commit
 
     # -- queries -----------------------------------------------------------------------
 
@@ -194,11 +220,13 @@ class Supervisor:
             pythonpath=self.isolation.pythonpath,
             gpu_indices=task.gpu_indices,
         )
-        read_fd, write_fd = os.pipe()
-        taskenv.METRICS_FD.put(env, write_fd)
         cgroup: cgroups.TaskCgroup | None = None
         cgroup_fds: list[int] = []
+        out_fds: dict[str, int] = {}
+        status_file = cwd / STATUS_FILE
         try:
+            if shutil.which(self._command[0]) is None:
+                raise OSError(f"no executable {self._command[0]}")
             cwd.mkdir(parents=True, exist_ok=True)
             if identity is not None:
                 prepare_private_dir(cwd, *identity)
@@ -226,21 +254,28 @@ class Supervisor:
             # RLIMIT_AS only where no cgroup bounds memory: it limits address space, not
             # resident memory, and breaks CUDA start-up.
             as_limit = None if cgroup is not None else limits.address_space_limit(task.memory_mb)
+            status_file.unlink(missing_ok=True)
+            (cwd / STOP_FILE).unlink(missing_ok=True)
+            for stream in STREAMS:
+                out_fds[stream] = os.open(
+                    cwd / FILES[stream], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
+                )
+            taskenv.METRICS_FD.put(env, out_fds["metrics"])
             proc = subprocess.Popen(
-                self._command,
+                [self.isolation.python, *WRAPPER, str(status_file), "--", *self._command],
                 env=env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(write_fd,),
+                stdout=out_fds["stdout"],
+                stderr=out_fds["stderr"],
+                pass_fds=(out_fds["metrics"],),
                 start_new_session=True,
                 preexec_fn=limits.make_preexec(
                     cpus, as_limit, cgroup_fds=cgroup_fds, identity=identity
                 ),
             )
+            start_time = tasktable.process_start_time(proc.pid) or 0
         except (OSError, subprocess.SubprocessError, IsolationError) as exc:
-            os.close(read_fd)
             if cgroup is not None:
                 cgroups.remove(cgroup)
             logger.error("task %s attempt %s failed to start: %s", task.id, task.attempt, exc)
@@ -251,13 +286,26 @@ class Supervisor:
                 self._finished.add(key)
             return None
         finally:
-            os.close(write_fd)  # the child holds its own copy; EOF follows its exit
-            for fd in cgroup_fds:
-                os.close(fd)
+            for fd in (*out_fds.values(), *cgroup_fds):
+                os.close(fd)  # the child holds its own copies
+        record = tasktable.TaskRecord(
+            id=task.id,
+            attempt=task.attempt,
+            job_id=task.job_id,
+            pid=proc.pid,
+            start_time=start_time,
+            task_dir=str(cwd),
+            cpus=list(cpus),
+            cgroup_dirs=[str(d) for d in cgroup.dirs] if cgroup is not None else [],
+            offsets=dict.fromkeys(STREAMS, 0),
+            task=task.to_wire(),
+        )
         tp = TaskProcess(
             task=task,
             proc=proc,
             cpus=cpus,
+            record=record,
+            offsets=dict.fromkeys(STREAMS, 0),
             cluster_file=cluster_file,
             cluster=cluster,
             stop_grace=task.stop_grace_seconds,
@@ -265,6 +313,8 @@ class Supervisor:
         )
         with self._lock:
             self._live[key] = tp
+            self._records[key] = record
+        self._save_table()
         logger.info(
             "started task %s attempt %s (%s) pid %d cpus %s",
             task.id,
@@ -274,14 +324,92 @@ class Supervisor:
             cpus or "all",
         )
         self._outbox.add_status(TaskStatus(key, ReportedState.RUNNING))
-        assert proc.stdout is not None and proc.stderr is not None
-        tp.readers = [
-            self._thread(self._read_logs, tp, proc.stdout, LogStream.STDOUT),
-            self._thread(self._read_logs, tp, proc.stderr, LogStream.STDERR),
-            self._thread(self._read_metrics, tp, os.fdopen(read_fd, "rb")),
-        ]
-        self._thread(self._wait, tp)
+        self._watch(tp)
         return tp
+
+    def _watch(self, tp: TaskProcess) -> None:
+        tp.readers = [self._thread(self._tail, tp, stream) for stream in STREAMS]
+        self._thread(self._wait, tp)
+
+    # -- adoption ----------------------------------------------------------------------
+
+    def adopt(self) -> list[TaskKey]:
+        """Take over the tasks in the table a previous agent left: a live one (same pid and
+        start time) is watched again from its saved offsets with nothing new reported;
+        one that ended meanwhile is reported with its recorded exit status, or as lost.
+        Returns the keys of the tasks found alive."""
+        try:
+            records = tasktable.load(self._table)
+        except (ProtocolError, OSError) as exc:
+            logger.error("ignoring the task table %s: %s", self._table, exc)
+            return []
+        adopted: list[TaskKey] = []
+        for record in records:
+            try:
+                task = parse_desired_task(record.task)
+            except ProtocolError as exc:
+                logger.error("ignoring task %s in the task table: %s", record.id, exc)
+                continue
+            cgroup = None
+            if record.cgroup_dirs and self.isolation.hierarchy is not None:
+                dirs = tuple(Path(d) for d in record.cgroup_dirs)
+                cgroup = cgroups.TaskCgroup(self.isolation.hierarchy, dirs)
+            tp = TaskProcess(
+                task=task,
+                proc=None,
+                cpus=list(record.cpus),
+                record=record,
+                cluster_file=Path(record.task_dir) / "cluster.json",
+                cluster=task.env.get(taskenv.CLUSTER.name, ""),
+                stop_grace=task.stop_grace_seconds,
+                cgroup=cgroup,
+                offsets={s: record.offsets.get(s, 0) for s in STREAMS},
+            )
+            live = tasktable.alive(record)
+            with self._lock:
+                self._live[tp.key] = tp
+                self._records[tp.key] = record
+            if live:
+                adopted.append(tp.key)
+            logger.info(
+                "task %s attempt %s pid %d: %s",
+                task.id,
+                task.attempt,
+                record.pid,
+                "adopted" if live else "ended while the agent was down",
+            )
+            self._watch(tp)
+        return adopted
+
+    # -- the task table ----------------------------------------------------------------
+
+    def offsets_snapshot(self) -> tuple[dict[TaskKey, dict[str, int]], set[TaskKey]]:
+        """Offsets read into the outbox so far, and the tasks whose status is queued; once
+        the outbox has been sent, `commit` saves them (so a restart neither loses nor
+        repeats what was delivered)."""
+        with self._lock:
+            offsets = {key: dict(tp.offsets) for key, tp in self._live.items()}
+            return offsets, set(self._ended)
+
+    def commit(self, snapshot: tuple[dict[TaskKey, dict[str, int]], set[TaskKey]]) -> None:
+        offsets, ended = snapshot
+        with self._lock:
+            for key in ended:
+                self._records.pop(key, None)
+            self._ended -= ended
+            for key, saved in offsets.items():
+                record = self._records.get(key)
+                if record is not None:
+                    record.offsets.update(saved)
+        self._save_table()
+
+    def _save_table(self) -> None:
+        with self._lock:
+            records = list(self._records.values())
+        try:
+            tasktable.save(self._table, records)
+        except OSError as exc:
+            logger.error("cannot save the task table %s: %s", self._table, exc)
 
     def update_cluster(self, task: DesiredTask) -> bool:
         """Rewrite a live task's cluster file if the job's cluster changed (workers added
@@ -326,6 +454,10 @@ class Supervisor:
             return
         tp.grace = grace
         tp.stop_requested.set()
+        try:
+            (tp.task_dir / STOP_FILE).touch()
+        except OSError as exc:
+            logger.warning("task %s: cannot record its stop: %s", key.id, exc)
         logger.info("stopping task %s attempt %s (grace %.1fs)", key.id, key.attempt, grace)
         tp.stopper = self._thread(limits.terminate_group_quietly, tp.pid, grace)
 
@@ -343,30 +475,64 @@ class Supervisor:
 
     # -- threads -----------------------------------------------------------------------
 
-    def _read_logs(self, tp: TaskProcess, pipe: IO[bytes], stream: LogStream) -> None:
-        with pipe:
-            for raw in iter(lambda: pipe.readline(MAX_LINE_BYTES), b""):
-                self._outbox.add_log(tp.key, stream, _decode(raw))
+    def _tail(self, tp: TaskProcess, stream: str) -> None:
+        """Deliver one output file line by line from its offset until the task has ended
+        and the file is read to the end (a partial last line waits until then)."""
+        try:
+            f = open(tp.task_dir / FILES[stream], "rb")
+        except OSError as exc:
+            logger.warning("task %s: cannot read its %s: %s", tp.key.id, stream, exc)
+            return
+        with f:
+            pos = tp.offsets.get(stream, 0)
+            f.seek(pos)
+            final = False
+            while True:
+                raw = f.readline(MAX_LINE_BYTES)
+                if raw and (raw.endswith(b"\n") or len(raw) >= MAX_LINE_BYTES or final):
+                    self._deliver(tp, stream, raw)
+                    pos += len(raw)
+                    with self._lock:
+                        tp.offsets[stream] = pos
+                    continue
+                if final:
+                    return
+                f.seek(pos)
+                if tp.exited.is_set():
+                    final = True
+                else:
+                    time.sleep(TAIL_POLL_SECONDS)
 
-    def _read_metrics(self, tp: TaskProcess, pipe: IO[bytes]) -> None:
-        with pipe:
-            for raw in iter(lambda: pipe.readline(MAX_LINE_BYTES), b""):
-                line = _decode(raw)
-                if not line.strip():
-                    continue
-                point, dropped = parse_metric_line(line)
-                # Bad metrics never crash the task or the agent; they surface as a log.
-                if point is None:
-                    self._outbox.add_log(tp.key, LogStream.STDERR, f"[unparsable metrics] {line}")
-                    continue
-                if dropped:
-                    note = f"[metrics] dropped values that are not finite numbers: {line}"
-                    self._outbox.add_log(tp.key, LogStream.STDERR, note)
-                self._outbox.add_metric(tp.key, point, len(raw))
+    def _deliver(self, tp: TaskProcess, stream: str, raw: bytes) -> None:
+        if stream == "stdout":
+            self._outbox.add_log(tp.key, LogStream.STDOUT, _decode(raw))
+        elif stream == "stderr":
+            self._outbox.add_log(tp.key, LogStream.STDERR, _decode(raw))
+        else:
+            self._read_metric(tp, raw)
+
+    def _read_metric(self, tp: TaskProcess, raw: bytes) -> None:
+        line = _decode(raw)
+        if not line.strip():
+            return
+        point, dropped = parse_metric_line(line)
+        # Bad metrics never crash the task or the agent; they surface as a log.
+        if point is None:
+            self._outbox.add_log(tp.key, LogStream.STDERR, f"[unparsable metrics] {line}")
+            return
+        if dropped:
+            note = f"[metrics] dropped values that are not finite numbers: {line}"
+            self._outbox.add_log(tp.key, LogStream.STDERR, note)
+        self._outbox.add_metric(tp.key, point, len(raw))
 
     def _wait(self, tp: TaskProcess) -> None:
-        returncode = tp.proc.wait()
-        stopped = tp.stop_requested.is_set()
+        if tp.proc is not None:
+            wrapper_code: int | None = tp.proc.wait()
+        else:
+            while tasktable.alive(tp.record):
+                time.sleep(ADOPTED_POLL_SECONDS)
+            wrapper_code = None
+        stopped = tp.stop_requested.is_set() or (tp.task_dir / STOP_FILE).exists()
         if tp.stopper is not None:
             tp.stopper.join()
         # Whatever the leader left behind in its group goes with it.
@@ -374,11 +540,20 @@ class Supervisor:
         if tp.cgroup is not None:
             # And whatever left the group (a new session) but not the cgroup.
             cgroups.kill_all(tp.cgroup)
+        tp.exited.set()
         for reader in tp.readers:
             reader.join(READER_JOIN_SECONDS)
         if tp.cgroup is not None:
             cgroups.remove(tp.cgroup)
-        exit_code, message = describe_exit(returncode)
+        # The task's own status as its wrapper recorded it; else the wrapper's.
+        returncode = taskwrap.read_status(str(tp.task_dir / STATUS_FILE))
+        if returncode is None:
+            returncode = wrapper_code
+        exit_code: int | None
+        if returncode is None:
+            exit_code, message = None, LOST_MESSAGE
+        else:
+            exit_code, message = describe_exit(returncode)
         if stopped:
             state = ReportedState.STOPPED
         elif returncode == 0:
@@ -391,6 +566,7 @@ class Supervisor:
         with self._lock:
             self._live.pop(key, None)
             self._finished.add(key)
+            self._ended.add(key)
         tp.done.set()
         if self._on_exit is not None:
             self._on_exit(key)

@@ -27,6 +27,8 @@ info = {
     "affinity": sorted(os.sched_getaffinity(0)),
     "rlimit_as": resource.getrlimit(resource.RLIMIT_AS)[0],
     "pgid_is_pid": os.getpgid(0) == os.getpid(),
+    "sid": os.getsid(0),
+    "parent": open(f"/proc/{os.getppid()}/cmdline").read(),
     "cwd": os.getcwd(),
 }
 print("INFO " + json.dumps(info), flush=True)

@@ -99,7 +99,9 @@ def test_task_runs_reports_logs_metrics_and_success(supervisor: Supervisor, outb
     info = _info(messages)
     assert info["cuda"] == "1,3"
     assert info["role"] == "ps"
-    assert info["pgid_is_pid"] is True
+    # Its own session, led by the wrapper that records its exit status.
+    assert info["pgid_is_pid"] is False and info["sid"] != os.getsid(0)
+    assert "taskwrap.py" in info["parent"]
     assert info["rlimit_as"] == limits.address_space_limit(2048)
     assert info["rlimit_as"] >= 2 * 2048 * limits.MIB  # a legit 2 GiB task keeps headroom
     assert info["cwd"].endswith("tasks/31-1")
