@@ -29,20 +29,18 @@ import argparse
 import json
 import logging
 import os
-import secrets
 import statistics
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
 
-import psycopg  # noqa: E402
 from pages_world import populate  # noqa: E402
 
 GOAL_MS = 300
@@ -136,26 +134,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args()
+    from tests.e2e.cluster import fresh_database
+
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-    parsed = urlparse(base)
-    admin_dsn = urlunparse(parsed._replace(path="/postgres"))
-    name = f"trainhub_bench_{secrets.token_hex(4)}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        os.environ["DATABASE_URL"] = urlunparse(parsed._replace(path=f"/{name}"))
+    with fresh_database(base) as database_url:
+        os.environ["DATABASE_URL"] = database_url
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
         import django
         from django.db import connections
 
         django.setup()
-        connections["default"].close()
-        connections["default"].settings_dict["NAME"] = name
         print(json.dumps(run(args)), flush=True)
         connections["default"].close()
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":

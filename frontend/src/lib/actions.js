@@ -14,8 +14,9 @@ export function enableDialogs(root = document) {
   });
 }
 
-/** Copy `text`: the Clipboard API where allowed, else the selection and execCommand. */
-async function copyText(text, source) {
+/** Copy `text`: the Clipboard API where allowed, else select `source` and use the older
+ * copy command; false (with the text left selected) when neither works. */
+export async function copyText(text, source) {
   try {
     await navigator.clipboard.writeText(text);
     return true;
@@ -25,7 +26,11 @@ async function copyText(text, source) {
     const selection = window.getSelection();
     selection.removeAllRanges();
     selection.addRange(range);
-    return document.execCommand("copy");
+    try {
+      return document.execCommand("copy");
+    } catch {
+      return false;
+    }
   }
 }
 

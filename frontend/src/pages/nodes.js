@@ -4,38 +4,19 @@
 
 import "./base.js";
 
+import { copyText } from "../lib/actions.js";
 import { pollFragment } from "../lib/poll.js";
 
 const status = document.getElementById("live-status");
 if (document.getElementById("node-table")) pollFragment("#node-table", status);
 if (document.getElementById("node-body")) pollFragment("#node-body", status);
 
-/** Copy text with the Clipboard API; else select it and use the older copy command. */
-async function copyText(source) {
-  const text = source.textContent.trim();
-  try {
-    await navigator.clipboard.writeText(text);
-    return true;
-  } catch {
-    const range = document.createRange();
-    range.selectNodeContents(source);
-    const selection = window.getSelection();
-    selection.removeAllRanges();
-    selection.addRange(range);
-    try {
-      return document.execCommand("copy");
-    } catch {
-      return false;
-    }
-  }
-}
-
 for (const button of document.querySelectorAll("button[data-copy]")) {
   const source = document.getElementById(button.dataset.copy);
   const feedback = document.getElementById(button.getAttribute("aria-describedby"));
   let reset;
   button.addEventListener("click", async () => {
-    const copied = await copyText(source);
+    const copied = await copyText(source.textContent.trim(), source);
     button.textContent = copied ? "Copied" : "Copy";
     if (feedback) {
       feedback.textContent = copied
