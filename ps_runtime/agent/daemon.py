@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import signal
@@ -29,7 +28,7 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from ps_runtime.agent import protocol, rest
+from ps_runtime.agent import protocol, renewal, rest
 from ps_runtime.agent.codecache import CodeCache, CodeError
 from ps_runtime.agent.facts import UsageSampler
 from ps_runtime.agent.isolation import Isolation
@@ -42,7 +41,7 @@ from ps_runtime.agent.protocol import (
     TasksChanged,
 )
 from ps_runtime.agent.reconcile import reconcile
-from ps_runtime.agent.state import AgentState, save_state
+from ps_runtime.agent.state import AgentState
 from ps_runtime.agent.supervisor import Supervisor
 from ps_runtime.version import known_runtime_version
 
@@ -350,31 +349,17 @@ class Agent:
     async def _renewal_loop(self, http: rest.Client) -> None:
         """Renew two thirds into the credential's lifetime; a refusal (401) ends the agent."""
         while True:
-            await asyncio.sleep(self._seconds_until_renewal())
+            await asyncio.sleep(renewal.seconds_until_renewal(self.state, datetime.now(UTC)))
             try:
                 await self.renew_credential(http)
             except (rest.HTTPError, ValueError) as exc:  # a ProtocolError is a ValueError
-                retry = self._renewal_retry_delay()
+                retry = renewal.retry_delay(self.state, self._renew_retry, datetime.now(UTC))
                 logger.warning(
                     "cannot renew the node credential: %s; retrying in %.0f s",
                     exc or type(exc).__name__,
                     retry,
                 )
                 await asyncio.sleep(retry)
-
-    def _seconds_until_renewal(self) -> float:
-        renew_at = self.state.renew_at()
-        if renew_at is None:  # a state file from before credentials expired
-            return 0.0
-        return max(0.0, (renew_at - datetime.now(UTC)).total_seconds())
-
-    def _renewal_retry_delay(self) -> float:
-        """`renew_retry`, but several tries before the credential expires."""
-        expires_at = self.state.credential_expires_at
-        if expires_at is None:
-            return self._renew_retry
-        left = (expires_at - datetime.now(UTC)).total_seconds()
-        return max(1.0, min(self._renew_retry, left / 4))
 
     async def renew_credential(self, http: rest.Client) -> None:
         """Get a new credential, save it (atomically, 0600) and reconnect the socket with it.
@@ -383,37 +368,20 @@ class Agent:
             Unauthorized: the server refused the current credential (revoked, expired).
             rest.HTTPError, ValueError: no usable answer; the current credential stays.
         """
-        url = protocol.api_url(self.state.server, protocol.CREDENTIAL_PATH)
-        issued_at = datetime.now(UTC)
-        response = await http.post_async(url)
-        if response.status == 401:
+        state = await renewal.renewed_state(http, self.state)
+        if state is None:
             raise Unauthorized
-        if response.status != 200:
-            raise rest.HTTPError(f"POST {url} answered HTTP {response.status} {response.reason}")
-        renewed = protocol.parse_renewed_credential(response.json())
-        state = dataclasses.replace(
-            self.state,
-            credential=renewed.credential,
-            credential_issued_at=issued_at,
-            credential_expires_at=renewed.credential_expires_at,
-        )
         if self._state_file is not None:
-            try:
-                await asyncio.to_thread(save_state, self._state_file, state)
-            except OSError as exc:  # the server has switched already: keep the new one
-                logger.error(
-                    "cannot save the renewed credential to %s: %s; a restarted agent will "
-                    "be refused once the previous credential's overlap ends",
-                    self._state_file,
-                    exc,
-                )
+            await asyncio.to_thread(renewal.save, self._state_file, state)
         self.state = state
         self._auth = {"Authorization": f"Node {state.credential}"}
         http.set_header("Authorization", self._auth["Authorization"])
         self.renewals += 1
         logger.info(
             "renewed the node credential; it expires at %s",
-            renewed.credential_expires_at.isoformat(timespec="seconds"),
+            state.credential_expires_at.isoformat(timespec="seconds")
+            if state.credential_expires_at
+            else "?",
         )
         await self._reconnect()
 

@@ -14,26 +14,22 @@ time), cleans up the rest of its group and reports the outcome.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ps_runtime import taskenv
 from ps_runtime.agent import cgroups, limits, protocol, tasktable, taskwrap
 from ps_runtime.agent.codecache import CodeCache
-from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
+from ps_runtime.agent.fields import ProtocolError
 from ps_runtime.agent.isolation import (
     Isolation,
     IsolationError,
@@ -43,12 +39,21 @@ from ps_runtime.agent.isolation import (
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
     DesiredTask,
-    LogStream,
-    MetricPoint,
     ReportedState,
     TaskKey,
     TaskStatus,
     parse_desired_task,
+)
+from ps_runtime.agent.taskfiles import (
+    STATUS_FILE,
+    STOP_FILE,
+    STREAMS,
+    TABLE_FILE,
+    TaskProcess,
+    open_outputs,
+    outcome,
+    tail_output,
+    write_atomically,
 )
 
 logger = logging.getLogger(__name__)
@@ -58,93 +63,8 @@ TASK_COMMAND: tuple[str, ...] = (sys.executable, *TASK_MODULE)
 # Run by path in isolated mode (-I): it needs only the standard library, and whatever
 # the task's PYTHONPATH says is for the task.
 WRAPPER: tuple[str, ...] = ("-I", taskwrap.__file__)
-MAX_LINE_BYTES = 64 * 1024  # longer lines are split; keeps memory per reader bounded
 READER_JOIN_SECONDS = 10.0  # the tailers read what is left after the task ended
-TAIL_POLL_SECONDS = 0.1  # how often a tailer looks for new output
 ADOPTED_POLL_SECONDS = 0.2  # how often the waiter of an adopted task checks it is alive
-TABLE_FILE = "tasks.json"
-STREAMS = ("stdout", "stderr", "metrics")
-FILES = {"stdout": "stdout.log", "stderr": "stderr.log", "metrics": "metrics.jsonl"}
-STATUS_FILE = "exit-status"
-STOP_FILE = "stop-requested"  # a stop the agent asked for outlives it too
-LOST_MESSAGE = "lost while the agent was down"
-
-
-@dataclass
-class TaskProcess:
-    task: DesiredTask
-    proc: subprocess.Popen[bytes] | None  # None: adopted from a previous agent
-    cpus: list[int]
-    record: tasktable.TaskRecord
-    grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS
-    stop_requested: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)
-    readers: list[threading.Thread] = field(default_factory=list)
-    stopper: threading.Thread | None = None
-    cluster_file: Path | None = None
-    cluster: str = ""
-    # The task's own stop grace from the latest desired list that named it (None: unset).
-    stop_grace: float | None = None
-    cgroup: cgroups.TaskCgroup | None = None
-    # How far each file has been read into the outbox (tailers advance it).
-    offsets: dict[str, int] = field(default_factory=dict)
-    exited: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def key(self) -> TaskKey:
-        return self.task.key
-
-    @property
-    def pid(self) -> int:
-        return self.record.pid
-
-    @property
-    def task_dir(self) -> Path:
-        return Path(self.record.task_dir)
-
-
-def parse_metric_line(line: str) -> tuple[MetricPoint | None, list[str]]:
-    """A `ps_runtime.report()` line as a protocol point (None when it is not one), and the
-    names of values dropped because they are not finite numbers (the protocol refuses
-    NaN and infinity; one bad value does not cost the others)."""
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None, []
-    if not isinstance(obj, dict) or not isinstance(obj.get("values"), dict):
-        return None, []
-    step = obj.get("step")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
-        return None, []
-    values: dict[str, float] = {}
-    dropped: list[str] = []
-    for name, value in obj["values"].items():
-        try:
-            values[as_str(name, "name", non_empty=True)] = as_number(value, name)
-        except ProtocolError:
-            dropped.append(name)
-    if not values:
-        return None, dropped
-    return MetricPoint(values=values, step=step, time=_report_time(obj.get("time"))), dropped
-
-
-def _report_time(value: Any) -> datetime:
-    """The time the task reported, or now when it gave none we can use."""
-    try:
-        return as_time(value, "time")
-    except ProtocolError:
-        return datetime.now(UTC)
-
-
-def describe_exit(returncode: int) -> tuple[int, str]:
-    """(exit_code, message); death by signal N is reported as 128 + N like a shell."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return 128 - returncode, f"killed by {name}"
-    return returncode, f"exited with code {returncode}"
 
 
 class Supervisor:
@@ -235,7 +155,7 @@ class Supervisor:
                     prepare_private_dir(Path(checkpoint_dir), *identity)
             cluster = task.env.get(taskenv.CLUSTER.name, "")
             cluster_file = cwd / "cluster.json"
-            _write_atomically(cluster_file, cluster)
+            write_atomically(cluster_file, cluster)
             taskenv.CLUSTER_FILE.put(env, str(cluster_file))
             # The job's own code, unpacked read-only (a CodeError is a failure to start).
             taskenv.CODE_DIR.put(env, self._code.prepare(task, cwd) if self._code else None)
@@ -256,10 +176,7 @@ class Supervisor:
             as_limit = None if cgroup is not None else limits.address_space_limit(task.memory_mb)
             status_file.unlink(missing_ok=True)
             (cwd / STOP_FILE).unlink(missing_ok=True)
-            for stream in STREAMS:
-                out_fds[stream] = os.open(
-                    cwd / FILES[stream], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600
-                )
+            out_fds.update(open_outputs(cwd))
             taskenv.METRICS_FD.put(env, out_fds["metrics"])
             proc = subprocess.Popen(
                 [self.isolation.python, *WRAPPER, str(status_file), "--", *self._command],
@@ -288,32 +205,10 @@ class Supervisor:
         finally:
             for fd in (*out_fds.values(), *cgroup_fds):
                 os.close(fd)  # the child holds its own copies
-        record = tasktable.TaskRecord(
-            id=task.id,
-            attempt=task.attempt,
-            job_id=task.job_id,
-            pid=proc.pid,
-            start_time=start_time,
-            task_dir=str(cwd),
-            cpus=list(cpus),
-            cgroup_dirs=[str(d) for d in cgroup.dirs] if cgroup is not None else [],
-            offsets=dict.fromkeys(STREAMS, 0),
-            task=task.to_wire(),
-        )
-        tp = TaskProcess(
-            task=task,
-            proc=proc,
-            cpus=cpus,
-            record=record,
-            offsets=dict.fromkeys(STREAMS, 0),
-            cluster_file=cluster_file,
-            cluster=cluster,
-            stop_grace=task.stop_grace_seconds,
-            cgroup=cgroup,
-        )
+        tp = TaskProcess.started(task, proc, start_time, cpus, cwd, cgroup)
         with self._lock:
             self._live[key] = tp
-            self._records[key] = record
+            self._records[key] = tp.record
         self._save_table()
         logger.info(
             "started task %s attempt %s (%s) pid %d cpus %s",
@@ -328,7 +223,9 @@ class Supervisor:
         return tp
 
     def _watch(self, tp: TaskProcess) -> None:
-        tp.readers = [self._thread(self._tail, tp, stream) for stream in STREAMS]
+        tp.readers = [
+            self._thread(tail_output, tp, stream, self._outbox, self._lock) for stream in STREAMS
+        ]
         self._thread(self._wait, tp)
 
     # -- adoption ----------------------------------------------------------------------
@@ -350,21 +247,7 @@ class Supervisor:
             except ProtocolError as exc:
                 logger.error("ignoring task %s in the task table: %s", record.id, exc)
                 continue
-            cgroup = None
-            if record.cgroup_dirs and self.isolation.hierarchy is not None:
-                dirs = tuple(Path(d) for d in record.cgroup_dirs)
-                cgroup = cgroups.TaskCgroup(self.isolation.hierarchy, dirs)
-            tp = TaskProcess(
-                task=task,
-                proc=None,
-                cpus=list(record.cpus),
-                record=record,
-                cluster_file=Path(record.task_dir) / "cluster.json",
-                cluster=task.env.get(taskenv.CLUSTER.name, ""),
-                stop_grace=task.stop_grace_seconds,
-                cgroup=cgroup,
-                offsets={s: record.offsets.get(s, 0) for s in STREAMS},
-            )
+            tp = TaskProcess.adopted(task, record, self.isolation.hierarchy)
             live = tasktable.alive(record)
             with self._lock:
                 self._live[tp.key] = tp
@@ -419,7 +302,7 @@ class Supervisor:
         cluster = task.env.get(taskenv.CLUSTER.name, "")
         if tp is None or tp.cluster_file is None or cluster == tp.cluster:
             return False
-        _write_atomically(tp.cluster_file, cluster)
+        write_atomically(tp.cluster_file, cluster)
         tp.cluster = cluster
         logger.info("task %s: cluster changed to %s", task.id, cluster)
         return True
@@ -475,56 +358,6 @@ class Supervisor:
 
     # -- threads -----------------------------------------------------------------------
 
-    def _tail(self, tp: TaskProcess, stream: str) -> None:
-        """Deliver one output file line by line from its offset until the task has ended
-        and the file is read to the end (a partial last line waits until then)."""
-        try:
-            f = open(tp.task_dir / FILES[stream], "rb")
-        except OSError as exc:
-            logger.warning("task %s: cannot read its %s: %s", tp.key.id, stream, exc)
-            return
-        with f:
-            pos = tp.offsets.get(stream, 0)
-            f.seek(pos)
-            final = False
-            while True:
-                raw = f.readline(MAX_LINE_BYTES)
-                if raw and (raw.endswith(b"\n") or len(raw) >= MAX_LINE_BYTES or final):
-                    self._deliver(tp, stream, raw)
-                    pos += len(raw)
-                    with self._lock:
-                        tp.offsets[stream] = pos
-                    continue
-                if final:
-                    return
-                f.seek(pos)
-                if tp.exited.is_set():
-                    final = True
-                else:
-                    time.sleep(TAIL_POLL_SECONDS)
-
-    def _deliver(self, tp: TaskProcess, stream: str, raw: bytes) -> None:
-        if stream == "stdout":
-            self._outbox.add_log(tp.key, LogStream.STDOUT, _decode(raw))
-        elif stream == "stderr":
-            self._outbox.add_log(tp.key, LogStream.STDERR, _decode(raw))
-        else:
-            self._read_metric(tp, raw)
-
-    def _read_metric(self, tp: TaskProcess, raw: bytes) -> None:
-        line = _decode(raw)
-        if not line.strip():
-            return
-        point, dropped = parse_metric_line(line)
-        # Bad metrics never crash the task or the agent; they surface as a log.
-        if point is None:
-            self._outbox.add_log(tp.key, LogStream.STDERR, f"[unparsable metrics] {line}")
-            return
-        if dropped:
-            note = f"[metrics] dropped values that are not finite numbers: {line}"
-            self._outbox.add_log(tp.key, LogStream.STDERR, note)
-        self._outbox.add_metric(tp.key, point, len(raw))
-
     def _wait(self, tp: TaskProcess) -> None:
         if tp.proc is not None:
             wrapper_code: int | None = tp.proc.wait()
@@ -545,24 +378,10 @@ class Supervisor:
             reader.join(READER_JOIN_SECONDS)
         if tp.cgroup is not None:
             cgroups.remove(tp.cgroup)
-        # The task's own status as its wrapper recorded it; else the wrapper's.
-        returncode = taskwrap.read_status(str(tp.task_dir / STATUS_FILE))
-        if returncode is None:
-            returncode = wrapper_code
-        exit_code: int | None
-        if returncode is None:
-            exit_code, message = None, LOST_MESSAGE
-        else:
-            exit_code, message = describe_exit(returncode)
-        if stopped:
-            state = ReportedState.STOPPED
-        elif returncode == 0:
-            state = ReportedState.SUCCEEDED
-        else:
-            state = ReportedState.FAILED
+        status = outcome(tp, wrapper_code, stopped=stopped)
         key = tp.key
-        logger.info("task %s attempt %s %s: %s", key.id, key.attempt, state, message)
-        self._outbox.add_status(TaskStatus(key, state, exit_code, message))
+        logger.info("task %s attempt %s %s: %s", key.id, key.attempt, status.state, status.message)
+        self._outbox.add_status(status)
         with self._lock:
             self._live.pop(key, None)
             self._finished.add(key)
@@ -570,13 +389,3 @@ class Supervisor:
         tp.done.set()
         if self._on_exit is not None:
             self._on_exit(key)
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace").rstrip("\r\n")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -9,8 +9,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from trainhub.nodes.credentials import authenticate_node
 from trainhub.nodes.models import Node
-from trainhub.nodes.services import authenticate_node
 
 SCHEME = "Node"
 

@@ -16,7 +16,8 @@ from ps_runtime.agent.protocol import (
     ProtocolError,
     TasksChanged,
 )
-from trainhub.nodes.services import check_node_credential, record_heartbeat
+from trainhub.nodes.credentials import check_node_credential
+from trainhub.nodes.services import record_heartbeat
 
 from .authentication import credential_from_header
 from .notify import node_group

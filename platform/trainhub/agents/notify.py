@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from trainhub.events import Event, NodeChanged, NodeTasksChanged
-from trainhub.nodes.services import CREDENTIAL_REVOKED
+from trainhub.nodes.credentials import CREDENTIAL_REVOKED
 
 # The channel-layer message a node group gets; `AgentConsumer.tasks_changed` handles it.
 TASKS_CHANGED = "tasks.changed"

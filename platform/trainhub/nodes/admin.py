@@ -9,6 +9,7 @@ from django.utils import timezone
 from ps_runtime.agent.labels import LabelError, parse_labels
 
 from .choices import NodeState
+from .credentials import revoke_node_credential
 from .install import install_command, public_server_url
 from .models import EnrollmentToken, Node
 from .services import (
@@ -16,7 +17,6 @@ from .services import (
     check_token_terms,
     create_enrollment_token,
     revoke_enrollment_token,
-    revoke_node_credential,
     set_node_labels,
     set_node_owner,
     set_node_state,

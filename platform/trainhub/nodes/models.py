@@ -35,7 +35,7 @@ class Node(models.Model):
     gpus = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.ACTIVE)
     credential_hash = models.CharField(max_length=128, editable=False)
-    # Credentials expire (`nodes.services.credential_lifetime`); the agent renews its own
+    # Credentials expire (`nodes.credentials.credential_lifetime`); the agent renews its own
     # at two thirds of the lifetime. The credential it renewed stays valid until
     # `previous_credential_until`, so requests already on their way still pass.
     credential_expires_at = models.DateTimeField(null=True, blank=True, editable=False)

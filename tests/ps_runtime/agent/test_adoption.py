@@ -15,7 +15,8 @@ from ps_runtime.agent import tasktable
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import TaskKey
 from ps_runtime.agent.reconcile import reconcile
-from ps_runtime.agent.supervisor import LOST_MESSAGE, STATUS_FILE, TABLE_FILE, Supervisor
+from ps_runtime.agent.supervisor import Supervisor
+from ps_runtime.agent.taskfiles import LOST_MESSAGE, STATUS_FILE, TABLE_FILE
 
 from .helpers import FAKE_COMMAND, cleanup_pid, fake_task, log_lines, statuses, wait_for
 

@@ -15,7 +15,8 @@ import pytest
 from ps_runtime.agent import limits
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import MetricPoint, ReportedState, TaskKey, TaskStatus
-from ps_runtime.agent.supervisor import Supervisor, parse_metric_line
+from ps_runtime.agent.supervisor import Supervisor
+from ps_runtime.agent.taskfiles import parse_metric_line
 
 from .helpers import (
     FAKE_COMMAND,

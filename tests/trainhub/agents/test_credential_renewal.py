@@ -17,8 +17,9 @@ from django.test import Client, override_settings
 from rest_framework.test import APIClient
 from trainhub.asgi import application
 from trainhub.audit.models import AuditEntry
+from trainhub.nodes.credentials import CREDENTIAL_REVOKED
 from trainhub.nodes.models import Node
-from trainhub.nodes.services import CREDENTIAL_REVOKED, create_enrollment_token
+from trainhub.nodes.services import create_enrollment_token
 
 from ps_runtime.agent.protocol import (
     CLOSE_UNAUTHORIZED,

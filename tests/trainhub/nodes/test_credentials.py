@@ -12,17 +12,16 @@ from django.test import override_settings
 from django.utils import timezone
 from trainhub.audit.models import AuditEntry
 from trainhub.events import NodeChanged
-from trainhub.nodes.models import Node
-from trainhub.nodes.services import (
+from trainhub.nodes.credentials import (
     CREDENTIAL_OVERLAP,
     CREDENTIAL_REVOKED,
     authenticate_node,
     check_node_credential,
-    create_enrollment_token,
-    enroll_node,
     renew_node_credential,
     revoke_node_credential,
 )
+from trainhub.nodes.models import Node
+from trainhub.nodes.services import create_enrollment_token, enroll_node
 
 from ..event_capture import HANDLER, Capture, capturer
 from ..factories import make_node

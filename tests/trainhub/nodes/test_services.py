@@ -14,11 +14,11 @@ from django.test import override_settings
 from django.utils import timezone
 from trainhub.audit.models import AuditEntry
 from trainhub.nodes.choices import NodeState
+from trainhub.nodes.credentials import authenticate_node
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.secrets_util import hash_secret
 from trainhub.nodes.services import (
     EnrollmentError,
-    authenticate_node,
     create_enrollment_token,
     enroll_node,
     record_heartbeat,

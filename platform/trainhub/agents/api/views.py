@@ -14,8 +14,9 @@ from rest_framework.views import APIView
 
 from ps_runtime.agent.protocol import Enrolled, RenewedCredential
 from trainhub.jobs.selectors import desired_tasks
+from trainhub.nodes.credentials import renew_node_credential
 from trainhub.nodes.models import Node
-from trainhub.nodes.services import EnrollmentError, enroll_node, renew_node_credential
+from trainhub.nodes.services import EnrollmentError, enroll_node
 
 from ..authentication import NodeCredentialAuthentication
 from ..permissions import IsNode

@@ -15,13 +15,13 @@ from rest_framework.response import Response
 
 from trainhub.jobs.choices import TASK_ACTIVE
 from trainhub.nodes.choices import NodeState
+from trainhub.nodes.credentials import revoke_node_credential
 from trainhub.nodes.install import install_command, public_server_url
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.services import (
     TokenTermsError,
     create_enrollment_token,
     revoke_enrollment_token,
-    revoke_node_credential,
     set_node_labels,
     set_node_state,
 )
