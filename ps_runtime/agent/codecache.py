@@ -12,7 +12,6 @@ it first on `sys.path`.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
@@ -34,7 +33,6 @@ CODE_PATH = "/api/v1/code/{digest}/"
 # that; the agent's own bounds only keep a broken server from filling the disk.
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 MAX_UNPACKED_BYTES = 40 * 1024**3
-_CHUNK = 1024 * 1024
 
 
 class CodeError(OSError):
@@ -128,17 +126,11 @@ class CodeCache:
 
 def _save(answer: io.BufferedIOBase, target: Path) -> str:
     """Copy the response body to `target`; its sha256 digest."""
-    digest = hashlib.sha256()
-    size = 0
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        for chunk in iter(lambda: answer.read(_CHUNK), b""):
-            size += len(chunk)
-            if size > MAX_ARCHIVE_BYTES:
-                raise CodeError(f"the code archive is larger than {MAX_ARCHIVE_BYTES} bytes")
-            digest.update(chunk)
-            out.write(chunk)
-    return archives.DIGEST_PREFIX + digest.hexdigest()
+    try:
+        digest, _ = archives.copy_hashing(answer, target, MAX_ARCHIVE_BYTES)
+    except archives.TooLarge as exc:
+        raise CodeError(f"the code archive is larger than {MAX_ARCHIVE_BYTES} bytes") from exc
+    return digest
 
 
 def _identity(path: Path) -> tuple[int, int, int]:

@@ -8,7 +8,6 @@ a file nor a row.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.db import transaction
 
+from ps_runtime import archives
 from ps_runtime.archives import DIGEST_PREFIX, UnsafeArchive, is_digest, scan
 from trainhub.tenancy.models import Team
 
@@ -25,7 +25,6 @@ from .models import CodeArchive, CodeUpload
 
 # An archive may expand to at most this many times the upload limit.
 EXPANSION_FACTOR = 10
-_CHUNK = 1024 * 1024
 
 
 class CodeArchiveTooLarge(Exception):
@@ -84,19 +83,13 @@ def store_code_archive(*, data: IO[bytes], team: Team, user: Any) -> StoredCode:
 
 
 def _copy_hashing(data: IO[bytes], target: Path, limit: int) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        for chunk in iter(lambda: data.read(_CHUNK), b""):
-            size += len(chunk)
-            if size > limit:
-                raise CodeArchiveTooLarge(f"the archive is larger than {limit / 2**20:g} MiB")
-            digest.update(chunk)
-            out.write(chunk)
+    try:
+        digest, size = archives.copy_hashing(data, target, limit)
+    except archives.TooLarge as exc:
+        raise CodeArchiveTooLarge(f"the archive is larger than {limit / 2**20:g} MiB") from exc
     if size == 0:
         raise UnsafeArchive("the archive is empty")
-    return DIGEST_PREFIX + digest.hexdigest(), size
+    return digest, size
 
 
 def usable_by(digest: str, user: Any) -> bool:
