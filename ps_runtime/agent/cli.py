@@ -148,7 +148,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         logger.info("%s", isolation.describe())
     else:
         logger.warning("%s", isolation.describe())
-    agent = Agent(state, work_dir, isolation=isolation, state_file=state_file)
+    agent = Agent(
+        state,
+        work_dir,
+        isolation=isolation,
+        state_file=state_file,
+        stop_tasks_on_exit=args.stop_tasks_on_exit,
+    )
     code = asyncio.run(agent.run())
     if agent.fatal_message:
         print(f"trainhub-agent: {agent.fatal_message}", file=sys.stderr)
@@ -187,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--work-dir",
         type=Path,
         help=f"task working directories (default ${WORK_DIR_ENV} or ~/.local/share/trainhub/agent)",
+    )
+    p_run.add_argument(
+        "--stop-tasks-on-exit",
+        action="store_true",
+        help="stop every task when the agent is stopped (SIGTERM/SIGINT); by default the "
+        "tasks keep running and the next agent adopts them (restarts and upgrades)",
     )
     p_run.set_defaults(func=_cmd_run)
     return parser

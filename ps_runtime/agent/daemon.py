@@ -10,6 +10,9 @@ Three concurrent activities share an `Outbox` and a `Supervisor`:
   them (bounded) while the socket is down; once sent, the task table records how far each
   task's files were delivered;
 - at start, the tasks a previous agent left running are adopted (`Supervisor.adopt`);
+- a stop (SIGTERM, SIGINT) leaves the tasks running for the next agent to adopt, so a
+  restart or an upgrade costs no job anything; with `stop_tasks_on_exit` (standalone,
+  test clusters), or when the server refuses the credential, the tasks are stopped first;
 - the renewal loop renews the node credential two thirds into its lifetime, saves it to
   the state file and reconnects the socket with it; tasks keep running throughout.
 """
@@ -59,7 +62,10 @@ class Unauthorized(Exception):
 
 
 class Agent:
-    """The node agent daemon; `await run()` until SIGTERM/SIGINT or `request_stop()`."""
+    """The node agent daemon; `await run()` until SIGTERM/SIGINT or `request_stop()`.
+
+    `stop_tasks_on_exit`: stop every task when stopped (default: leave them running for
+    the next agent to adopt)."""
 
     def __init__(
         self,
@@ -77,8 +83,10 @@ class Agent:
         http_timeout: float = 10.0,
         state_file: Path | None = None,
         renew_retry: float = 30.0,
+        stop_tasks_on_exit: bool = False,
     ) -> None:
         self.state = state
+        self.stop_tasks_on_exit = stop_tasks_on_exit
         self.renewals = 0  # credentials renewed so far
         self._state_file = state_file  # where a renewed credential is saved (None: nowhere)
         self._renew_retry = renew_retry
@@ -113,7 +121,7 @@ class Agent:
         self._flush_lock = asyncio.Lock()  # one drain-and-send at a time keeps the order
 
     def request_stop(self) -> None:
-        """Thread-safe: stop all tasks and make `run()` return."""
+        """Thread-safe: make `run()` return (stopping the tasks if so configured)."""
         if self._loop is None:
             self._stop.set()
         else:
@@ -140,11 +148,19 @@ class Agent:
             elif exc is not None:
                 logger.error("agent %s loop crashed", task.get_name(), exc_info=exc)
                 self.fatal_message = f"agent crashed: {exc!r}"
-        logger.info("shutting down: stopping all tasks")
         for task in workers:
             if task.get_name() in ("reconcile", "renewal"):
                 task.cancel()
-        await asyncio.to_thread(self.supervisor.stop_all, self._grace)
+        # A refused credential means the node is gone from the platform: its tasks' jobs
+        # are rescheduled elsewhere, so nothing here may keep running.
+        if self.stop_tasks_on_exit or self.fatal_message == REENROLL_HINT:
+            logger.info("shutting down: stopping all tasks")
+            await asyncio.to_thread(self.supervisor.stop_all, self._grace)
+        else:
+            logger.info(
+                "shutting down: %d task(s) keep running; the next agent adopts them",
+                len(self.supervisor.live_keys()),
+            )
         await self._final_flush(timeout=2.0)
         for task in (*workers, stopper):
             task.cancel()

@@ -2,9 +2,11 @@
 
 Reader threads add log lines and metric points; the daemon drains every 0.5 s, so each
 drain yields at most one batch per (task, kind, stream) plus any task statuses, in the
-order they happened. While the socket is down the buffer keeps filling up to a byte
-budget: over it, the oldest log batches are dropped first, then the oldest metric batches;
-task statuses are never dropped (there are at most a few per task attempt).
+order they happened. While the socket is down the buffer fills up to half its byte
+budget; then `has_room()` turns false and the readers wait (the task's output stays in
+its files, delivered once the socket is back). The full budget is a last line of
+defence: over it, the oldest log batches are dropped first, then the oldest metric
+batches; task statuses are never dropped (there are at most a few per task attempt).
 """
 
 from __future__ import annotations
@@ -83,6 +85,12 @@ class Outbox:
                 del self._open[open_key]
             self._entries.append(status)
 
+    def has_room(self) -> bool:
+        """False while the buffer holds half its byte budget or more: readers then wait
+        for a drain instead of adding more (so nothing reaches the dropping budget)."""
+        with self._lock:
+            return self._bytes < self._max_bytes // 2
+
     def drain(self) -> list[UpwardMessage]:
         """Everything buffered, as protocol messages in order; the buffer is left empty."""
         with self._lock:
@@ -97,6 +105,7 @@ class Outbox:
         with self._lock:
             for message in reversed(messages):
                 self._entries.appendleft(message)
+                self._bytes += _message_size(message)
 
     def __len__(self) -> int:
         with self._lock:
@@ -139,3 +148,12 @@ class Outbox:
                     victim.key.id,
                     victim.key.attempt,
                 )
+
+
+def _message_size(message: UpwardMessage) -> int:
+    """The budget a requeued message takes again (log and metric batches; a status is 0)."""
+    if isinstance(message, Logs):
+        return sum(len(line) + _ITEM_OVERHEAD for line in message.lines)
+    if isinstance(message, Metrics):
+        return len(message.points) * (64 + _ITEM_OVERHEAD)
+    return 0

@@ -63,7 +63,6 @@ TASK_COMMAND: tuple[str, ...] = (sys.executable, *TASK_MODULE)
 # Run by path in isolated mode (-I): it needs only the standard library, and whatever
 # the task's PYTHONPATH says is for the task.
 WRAPPER: tuple[str, ...] = ("-I", taskwrap.__file__)
-READER_JOIN_SECONDS = 10.0  # the tailers read what is left after the task ended
 ADOPTED_POLL_SECONDS = 0.2  # how often the waiter of an adopted task checks it is alive
 
 
@@ -374,8 +373,11 @@ class Supervisor:
             # And whatever left the group (a new session) but not the cgroup.
             cgroups.kill_all(tp.cgroup)
         tp.exited.set()
+        # The status goes after all of the task's output; a reader waiting for room in
+        # the outbox (the socket is down) delays it, and the heartbeat still lists the
+        # task as live meanwhile.
         for reader in tp.readers:
-            reader.join(READER_JOIN_SECONDS)
+            reader.join()
         if tp.cgroup is not None:
             cgroups.remove(tp.cgroup)
         status = outcome(tp, wrapper_code, stopped=stopped)

@@ -206,7 +206,8 @@ def describe_exit(returncode: int) -> tuple[int, str]:
 
 def tail_output(tp: TaskProcess, stream: str, outbox: Outbox, lock: threading.Lock) -> None:
     """Deliver one output file line by line from its offset until the task has ended
-    and the file is read to the end (a partial last line waits until then)."""
+    and the file is read to the end (a partial last line waits until then). While the
+    outbox has no room the reader waits: output is never dropped, only delayed."""
     try:
         f = open(tp.task_dir / FILES[stream], "rb")
     except OSError as exc:
@@ -217,6 +218,10 @@ def tail_output(tp: TaskProcess, stream: str, outbox: Outbox, lock: threading.Lo
         f.seek(pos)
         final = False
         while True:
+            if not outbox.has_room():
+                # Backpressure: the socket is down or slow; the output waits in its file.
+                time.sleep(TAIL_POLL_SECONDS)
+                continue
             raw = f.readline(MAX_LINE_BYTES)
             if raw and (raw.endswith(b"\n") or len(raw) >= MAX_LINE_BYTES or final):
                 _deliver(tp, stream, raw, outbox)

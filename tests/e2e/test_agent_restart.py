@@ -1,6 +1,6 @@
-"""Tasks outlive their agent: kill -9 the agent mid-job, start it again, and the job goes
-on with the same task attempts, no metric point and no log line lost or repeated
-(services mode, real processes)."""
+"""Tasks outlive their agent: kill -9 the agent mid-job, start it again, stop it cleanly
+(SIGTERM) and start it again, and the job goes on with the same task attempts, no metric
+point and no log line lost or repeated (services mode, real processes)."""
 
 from __future__ import annotations
 
@@ -37,16 +37,29 @@ def test_killed_agent_restarts_and_the_job_loses_nothing(live_cluster: LiveClust
     before = {t["id"]: t["attempt"] for t in live_cluster.job(job_id)["tasks"]}
     pids = {role: task_pid(job_id, role) for role in ("coordinator", "ps", "worker")}
 
+    state = live_cluster.data_dir / "agent.json"
+    work = live_cluster.data_dir / "agent"
     agent = live_cluster.group.procs["agent"]
-    agent.kill()  # SIGKILL: no chance to stop its tasks
+    agent.kill()  # SIGKILL: no chance to do anything about its tasks
     agent.wait()
     try:
         time.sleep(3)  # the tasks keep training and writing while no agent is there
         alive = {role: task_pid(job_id, role) for role in pids}
         assert alive == pids, "a task died with the agent"
+        # Started again as a node's agent runs (leaving its tasks when stopped), then
+        # stopped cleanly as `systemctl restart` or an upgrade would: SIGTERM.
+        agent = live_cluster.group.start(
+            "agent", agent_command(state, work, stop_tasks_on_exit=False)
+        )
+        points = len(live_cluster.api.get(f"/jobs/{job_id}/metrics/").json()["series"]["epoch"])
+        _wait_metric(live_cluster, job_id, "epoch", points + 1)  # the new agent streams
+        agent.terminate()
+        assert agent.wait(timeout=20) == 0
+        time.sleep(2)
+        alive = {role: task_pid(job_id, role) for role in pids}
+        assert alive == pids, "a task died when its agent was stopped cleanly"
     finally:  # restarted whatever happens: the cluster's teardown stops tasks through it
-        state = live_cluster.data_dir / "agent.json"
-        live_cluster.group.start("agent", agent_command(state, live_cluster.data_dir / "agent"))
+        live_cluster.group.start("agent", agent_command(state, work))
 
     done = live_cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=300)
     assert done["state"] == "succeeded", live_cluster.logs(job_id)

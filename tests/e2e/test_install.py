@@ -184,7 +184,8 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
 
         # Running the command again, as root with the service this time, upgrades in place:
         # no new enrollment (the used token is not needed), the unit is written and enabled,
-        # the running agent is left running and the node stays ready.
+        # the running unit is restarted onto the new version (KillMode=process: its tasks
+        # go on, see test_agent_restart) and the node stays ready.
         upgraded = _sh(command, tmp_path, **_fake_systemd(tmp_path))
         assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
         assert "upgrading the agent" in upgraded.stdout and "already enrolled" in upgraded.stdout
@@ -195,8 +196,10 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
                 "daemon-reload",
                 "enable --quiet trainhub-agent.service",
                 "is-active --quiet trainhub-agent.service",
+                "restart trainhub-agent.service",
             ]
-            assert "was left running" in upgraded.stdout
+            assert "KillMode=process\n" in unit.read_text()
+            assert "its tasks kept running" in upgraded.stdout
         else:
             assert "not root, so no systemd unit was installed" in upgraded.stdout
         assert agent.poll() is None

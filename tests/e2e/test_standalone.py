@@ -1,13 +1,19 @@
-"""`trainhub standalone`: one command, SQLite, embedded broker, a local agent — and a job."""
+"""`trainhub standalone`: one command, SQLite, embedded broker, a local agent — and a job;
+stopped mid-job and started again, the job resumes from its checkpoint."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -16,72 +22,181 @@ from .cluster import free_port, job_processes, task_port_range
 
 pytestmark = pytest.mark.slow
 
+PASSWORD = "pw-standalone"
+
+
+def _spec(name: str, epochs: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": "default",
+        "entrypoint": "ps_runtime.examples.movielens:train",
+        "args": {"epochs": epochs},
+        "parameter_servers": {"replicas": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
+        "workers": {"min": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
+        "coordinator": {"resources": {"cpu": 0.5, "memory_mb": 512}},
+    }
+
+
+class Standalone:
+    """One `trainhub standalone` process on a data directory and port of its own."""
+
+    def __init__(self, data_dir: Path, port: int, ports: dict[str, str]) -> None:
+        self.data_dir, self.url = data_dir, f"http://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+        env.update(TRAINHUB_DATA_DIR=str(data_dir), TRAINHUB_ADMIN_PASSWORD=PASSWORD, **ports)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trainhub.cli", "standalone", "--port", str(port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.output = ""
+        self.banner = self.read_until("TrainHub is up at", timeout=90)
+        token = httpx.post(
+            f"{self.url}/api/v1/auth/token/", json={"username": "admin", "password": PASSWORD}
+        ).json()["token"]
+        self.api = httpx.Client(
+            base_url=f"{self.url}/api/v1", headers={"Authorization": f"Token {token}"}
+        )
+
+    def read_until(self, marker: str, timeout: float) -> str:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.output += line
+            if marker in line:
+                return self.output
+        raise AssertionError(f"standalone never said {marker!r}:\n{self.output}")
+
+    def wait_state(self, job_id: int, states: set[str], timeout: float = 180) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job: dict[str, Any] = self.api.get(f"/jobs/{job_id}/").json()
+            if job["state"] in states:
+                return job
+            time.sleep(0.5)
+        logs = self.api.get(f"/jobs/{job_id}/logs/").text[-3000:]
+        raise AssertionError(f"job {job_id} never reached {states}: {job['state']}\n{logs}")
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 120) -> int:
+        """Ctrl-C (to the standalone process itself, as a terminal would: its children run
+        in their own sessions); the rest of its output lands in `self.output`."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        out, _ = self.proc.communicate(timeout=timeout)
+        self.output += out
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@contextmanager
+def standalone(data_dir: Path, port: int, ports: dict[str, str]) -> Iterator[Standalone]:
+    server = Standalone(data_dir, port, ports)
+    try:
+        yield server
+    finally:
+        if server.proc.poll() is None:
+            try:
+                server.stop(signal.SIGTERM, timeout=90)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+def _left_behind(data_dir: Path, job_ids: list[int]) -> list[int]:
+    """Live processes of these jobs' tasks, or of the installation (by its data dir)."""
+    needle = f"TRAINHUB_DATA_DIR={data_dir}".encode()
+    pids = [pid for job_id in job_ids for pid in job_processes(job_id)]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            zombie = "State:\tZ" in (entry / "status").read_text()
+        except OSError:
+            continue
+        if needle in environ and not zombie:
+            pids.append(int(entry.name))
+    return pids
+
 
 def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
-    env.update(
-        TRAINHUB_DATA_DIR=str(tmp_path / "var"),
-        TRAINHUB_ADMIN_PASSWORD="pw-standalone",
-        **task_port_range(),
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainhub.cli", "standalone", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        banner = _read_until(proc, "TrainHub is up at", timeout=90)
-        assert f"{url}/" in banner
-        token = httpx.post(
-            f"{url}/api/v1/auth/token/", json={"username": "admin", "password": "pw-standalone"}
-        ).json()["token"]
-        api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Token {token}"})
-        ready = httpx.get(f"{url}/readyz").json()
+    data_dir = tmp_path / "var"
+    with standalone(data_dir, port, task_port_range()) as server:
+        assert f"{server.url}/" in server.banner
+        ready = httpx.get(f"{server.url}/readyz").json()
         assert ready["checks"] == {"database": "ok", "broker": "ok"}
-        job = api.post(
-            "/jobs/",
-            json={
-                "name": "standalone-mf",
-                "team": "default",
-                "entrypoint": "ps_runtime.examples.movielens:train",
-                "args": {"epochs": 2},
-                "parameter_servers": {"replicas": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
-                "workers": {"min": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
-                "coordinator": {"resources": {"cpu": 0.5, "memory_mb": 512}},
-            },
-        ).json()
-        deadline = time.monotonic() + 180
-        state = job["state"]
-        while state not in {"succeeded", "failed", "cancelled"} and time.monotonic() < deadline:
-            time.sleep(0.5)
-            state = api.get(f"/jobs/{job['id']}/").json()["state"]
-        assert state == "succeeded", api.get(f"/jobs/{job['id']}/logs/").text[-3000:]
-        series = api.get(f"/jobs/{job['id']}/metrics/").json()["series"]
+        job = server.api.post("/jobs/", json=_spec("standalone-mf", 2)).json()
+        done = server.wait_state(job["id"], {"succeeded", "failed", "cancelled"})
+        assert done["state"] == "succeeded", server.api.get(f"/jobs/{job['id']}/logs/").text
+        series = server.api.get(f"/jobs/{job['id']}/metrics/").json()["series"]
         assert len(series["test_rmse"]) == 2
-        assert (tmp_path / "var" / "trainhub.sqlite3").exists()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0
-    assert job_processes(job["id"]) == []
+        assert (data_dir / "trainhub.sqlite3").exists()
+        assert data_dir.stat().st_mode & 0o777 == 0o700  # database, credential, checkpoints
+        assert server.stop(signal.SIGTERM) == 0
+    assert _left_behind(data_dir, [job["id"]]) == []
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{url}/healthz")
+        httpx.get(f"{server.url}/healthz")
 
 
-def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if marker in line:
-            return "".join(seen)
-    raise AssertionError("standalone did not come up:\n" + "".join(seen))
+def test_standalone_stopped_mid_job_resumes_it_from_its_checkpoint(tmp_path: Path) -> None:
+    """Ctrl-C while a job trains: it saves a checkpoint, goes back to the queue and
+    everything stops; the next start resumes it from that checkpoint to success."""
+    port, ports = free_port(), task_port_range()
+    data_dir = tmp_path / "var"
+    with standalone(data_dir, port, ports) as first:
+        job = first.api.post("/jobs/", json=_spec("standalone-resume", 30)).json()
+        job_id = job["id"]
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            series = first.api.get(f"/jobs/{job_id}/metrics/").json()["series"]
+            if len(series.get("epoch", [])) >= 2:
+                break
+            time.sleep(0.3)
+        else:
+            raise AssertionError(first.api.get(f"/jobs/{job_id}/logs/").text[-3000:])
+        assert first.stop() == 0, first.output
+    assert "1 job(s) saving a checkpoint before stopping" in first.output, first.output
+    assert f"requeued job(s) {job_id}; they resume at the next start" in first.output
+    assert _left_behind(data_dir, [job_id]) == []
+
+    with standalone(data_dir, port, ports) as second:
+        done = second.wait_state(job_id, {"succeeded", "failed", "cancelled"})
+        lines = [x["line"] for x in second.api.get(f"/jobs/{job_id}/logs/").json()["lines"]]
+        assert done["state"] == "succeeded", lines[-40:]
+        events = second.api.get(f"/jobs/{job_id}/events/").json()
+        states = [e["to_state"] for e in events if e["kind"] == "state"]
+        assert states[-6:] == [
+            "running",
+            "preempted",
+            "pending",
+            "starting",
+            "running",
+            "succeeded",
+        ], states
+        by_kind = {e["kind"]: e["reason"] for e in events}
+        assert by_kind["checkpoint"] == "the coordinator saved a checkpoint and stopped"
+        preempted = next(e for e in events if e["to_state"] == "preempted")
+        assert preempted["reason"].startswith("TrainHub standalone is stopping")
+
+        saved = [m for x in lines if (m := re.search(r"stopped on request at step (\d+)", x))]
+        resumed = [
+            m for x in lines if (m := re.search(r"^resumed from checkpoint .* at step (\d+)", x))
+        ]
+        assert len(saved) == 1 and len(resumed) == 1, lines[-40:]
+        assert int(resumed[0][1]) == int(saved[0][1]) > 0
+        result = next(json.loads(x)["result"] for x in lines if x.startswith('{"result"'))
+        assert result["completed_steps"] == result["steps"]
+        assert len(result["test_rmse_history"]) < 30  # the resumed run did not start over
+        assert second.stop() == 0
+    assert "saving a checkpoint" not in second.output  # nothing ran at the second stop
+    assert _left_behind(data_dir, [job_id]) == []

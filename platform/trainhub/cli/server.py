@@ -9,8 +9,12 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainhub.standalone.processes import ProcessGroup
 
 Handler = Any
 
@@ -82,6 +86,7 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
         return 2
     data_dir = Path(os.environ.get("TRAINHUB_DATA_DIR", "var")).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.chmod(0o700)  # the database, the agent's credential, checkpoints: ours alone
 
     from trainhub.standalone.broker import start_broker
 
@@ -112,11 +117,11 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
     booted = bootstrap(admin_password=os.environ.get("TRAINHUB_ADMIN_PASSWORD"))
     url = f"http://{args.host}:{args.port}"
     group = ProcessGroup(env=child_env({}), log_dir=data_dir / "logs")
-    stopping = False
+    signals = 0  # the first asks for a stop that keeps the jobs' work, a second: at once
 
     def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        nonlocal signals
+        signals += 1
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -140,7 +145,7 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
         commands["agent"] = agent_command(state_file, data_dir / "agent")
         group.start("agent", commands["agent"])
         _banner(url, data_dir, booted.admin_password)
-        while not stopping:
+        while not signals:
             for name, code in group.exited().items():
                 print(
                     f"trainhub: {name} exited with code {code}; restarting it "
@@ -153,10 +158,27 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
             time.sleep(0.5)
     finally:
         print("TrainHub standalone: stopping…", flush=True)
+        _requeue_jobs(group, lambda: signals > 1)
         group.stop()
         broker.shutdown()
         broker.server_close()
     return 0
+
+
+def _requeue_jobs(group: ProcessGroup, interrupted: Callable[[], bool]) -> None:
+    """Running jobs save a checkpoint, stop and go back to the queue before the processes
+    stop (the scheduler first, so that nothing places them again); they resume at the next
+    start. Skipped when the web process or the agent is not running (nothing could report
+    the jobs' stops)."""
+    from trainhub.standalone.shutdown import requeue_all
+
+    if "agent" not in group.procs or {"web", "agent"} & set(group.exited()):
+        return
+    group.stop(names=("worker", "beat"))
+    try:
+        requeue_all(interrupted=interrupted, progress=lambda m: print(m, flush=True))
+    except Exception as exc:  # the stop goes on whatever happens here
+        print(f"trainhub: could not requeue the running jobs: {exc}", file=sys.stderr, flush=True)
 
 
 def _local_credential_usable(state_file: Path) -> bool:

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,8 +104,12 @@ def enroll_agent(
     )
 
 
-def agent_command(state_file: Path, work_dir: Path) -> list[str]:
-    return [
+def agent_command(
+    state_file: Path, work_dir: Path, *, stop_tasks_on_exit: bool = True
+) -> list[str]:
+    """A local agent; by default it stops its tasks when it is stopped (standalone stops
+    everything it started), where a node's agent would leave them for the next one."""
+    command = [
         sys.executable,
         "-m",
         "ps_runtime.agent.cli",
@@ -115,6 +119,9 @@ def agent_command(state_file: Path, work_dir: Path) -> list[str]:
         "--work-dir",
         str(work_dir),
     ]
+    if stop_tasks_on_exit:
+        command.append("--stop-tasks-on-exit")
+    return command
 
 
 @dataclass
@@ -143,8 +150,10 @@ class ProcessGroup:
     def exited(self) -> dict[str, int]:
         return {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
 
-    def stop(self, timeout: float = 15.0) -> None:
-        for proc in reversed(list(self.procs.values())):
+    def stop(self, timeout: float = 15.0, names: Sequence[str] | None = None) -> None:
+        """Stop the named processes (default: all), in reverse start order."""
+        chosen = [p for n, p in self.procs.items() if names is None or n in names]
+        for proc in reversed(chosen):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout

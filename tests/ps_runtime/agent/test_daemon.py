@@ -60,6 +60,7 @@ def _agent(state: AgentState, tmp_path: Path, **kwargs: Any) -> Agent:
         "command": FAKE_COMMAND,
         "heartbeat_interval": 0.5,
         "flush_interval": 0.2,
+        "stop_tasks_on_exit": True,  # nothing outlives a test unless it asks
         **kwargs,
     }
     return Agent(state, tmp_path / "work", **options)
@@ -241,6 +242,41 @@ def test_sigterm_stops_running_tasks_and_reports_them(tmp_path: Path) -> None:
         assert await run == 0
         assert not pid_alive(pid) and not pid_alive(int(line.split()[1]))
         # The final status went out before the agent closed its socket.
+        await _until(lambda: (31, 1, "stopped") in statuses(cp.received), 2, "stopped")
+        await cp.close()
+
+    _run(scenario())
+
+
+def test_sigterm_leaves_tasks_running_and_the_next_agent_adopts_them(tmp_path: Path) -> None:
+    """The default stop (a restart, an upgrade): the task keeps running, everything it
+    wrote was delivered, and the next agent takes it over without restarting it."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        cp.set_tasks([_task_json()])
+        state = AgentState(cp.url, 7, cp.credential)
+        first = _agent(state, tmp_path, stop_tasks_on_exit=False)
+        run = asyncio.create_task(first.run())
+        await _until(lambda: (31, 1, "running") in statuses(cp.received), what="running")
+        await _until(lambda: "hello from task" in log_lines(cp.received, "stdout"), what="out")
+        pid = first.supervisor.live_pids()[TaskKey(31, 1)]
+        os.kill(os.getpid(), signal.SIGTERM)  # the agent's handler, not pytest's death
+        assert await run == 0
+        assert pid_alive(pid), "a clean stop of the agent ended its task"
+        assert (31, 1, "stopped") not in statuses(cp.received)
+
+        second = _agent(state, tmp_path)
+        run = asyncio.create_task(second.run())
+        await _until(lambda: second.supervisor.live_pids(), what="adopted")
+        assert second.supervisor.live_pids() == {TaskKey(31, 1): pid}
+        await asyncio.sleep(1.0)  # reconciled against the same desired list: kept
+        assert pid_alive(pid)
+        assert statuses(cp.received) == [(31, 1, "running")]  # no new attempt, no restart
+        assert log_lines(cp.received, "stdout").count("hello from task") == 1  # no repeat
+        second.request_stop()  # this one stops its tasks (the helper's default)
+        assert await run == 0
+        assert not pid_alive(pid)
         await _until(lambda: (31, 1, "stopped") in statuses(cp.received), 2, "stopped")
         await cp.close()
 

@@ -77,3 +77,16 @@ def test_requeue_puts_unsent_messages_first() -> None:
     box.add_log(KEY, OUT, "b")
     box.requeue(unsent)
     assert [m["lines"] for m in _wire(box)] == [["a"], ["b"]]
+
+
+def test_has_room_until_half_the_budget_then_again_after_a_drain() -> None:
+    box = Outbox(max_bytes=200)
+    assert box.has_room()
+    for i in range(5):
+        box.add_log(KEY, OUT, f"line-{i}" + "x" * 20)
+    assert not box.has_room()  # about 150 bytes: readers wait from here
+    assert box.dropped_items == 0
+    unsent = box.drain()
+    assert box.has_room()
+    box.requeue(unsent)  # a failed send puts them back, and they count again
+    assert not box.has_room()

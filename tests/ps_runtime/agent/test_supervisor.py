@@ -246,3 +246,27 @@ def test_stop_grace_is_the_latest_listings_own(supervisor: Supervisor) -> None:
     supervisor.update_stop_grace(task)  # listed without one: the response-level value
     assert supervisor.stop_grace(task.key, 5.0) == 5.0
     assert supervisor.stop_grace(TaskKey(99, 1), 7.0) == 7.0  # not running
+
+
+def test_a_full_outbox_holds_the_readers_back_and_nothing_is_dropped(tmp_path: Path) -> None:
+    """The socket is down (nobody drains): output waits in the task's files instead of
+    being dropped, and arrives whole and in order once draining resumes, status last."""
+    outbox = Outbox(max_bytes=20_000)
+    sup = Supervisor(outbox, tmp_path, cpus=NODE_CPUS, command=FAKE_COMMAND)
+    lines = 5_000  # about 280 KB: 14 times the budget
+    task = fake_task(mode="flood", TRAINHUB_FAKE_LINES=str(lines))
+    try:
+        sup.start(task)
+        wait_for(lambda: not outbox.has_room(), 10, "the outbox to fill")
+        time.sleep(1.0)  # the task has exited; the readers wait
+        assert outbox.dropped_items == 0
+        assert len(outbox) < 10  # a few batches, nowhere near the whole output
+        assert sup.live_keys() == {task.key}  # no final status before all of its output
+        collector = Collector(outbox)
+        collector.wait_status(task.key, "succeeded", timeout=30)
+    finally:
+        sup.stop_all(grace=0.5)
+    out = log_lines(collector.messages, "stdout")
+    assert [line[:17] for line in out] == [f"flood line {i:06d}" for i in range(lines)]
+    assert collector.messages[-1]["type"] == "task_status"
+    assert outbox.dropped_items == 0

@@ -9,8 +9,9 @@
 #
 # Running it again upgrades the agent in place: the virtualenv is kept and the runtime
 # reinstalled; a node already enrolled (PREFIX/etc/agent.json exists) is not enrolled
-# again and needs no token; a running service is not restarted, so its tasks keep
-# running, and the new version takes over at the agent's next restart.
+# again and needs no token; a running service is restarted onto the new version, and its
+# tasks keep running (the unit stops only the agent's own process; the new agent adopts
+# the tasks from its task table).
 #
 # Everything runs from `main "$@"` on the last line: a download cut short runs nothing.
 set -eu
@@ -191,8 +192,8 @@ run_yourself() {
     printf '  %s\n' "$RUN_COMMAND"
 }
 
-# As root with systemd: the unit, enabled; started unless it runs (a running agent is
-# left alone so that its tasks go on).
+# As root with systemd: the unit, enabled and started; a running agent is restarted onto
+# the new version (its tasks go on: KillMode=process, and the new agent adopts them).
 install_service() {
     unit_file=$SYSTEMD_ROOT/etc/systemd/system/$UNIT
     cat >"$TMP/$UNIT" <<UNIT
@@ -205,7 +206,8 @@ install_service() {
     fi
     systemctl enable --quiet "$UNIT"
     if systemctl is-active --quiet "$UNIT"; then
-        say "$UNIT is running and was left running, so its tasks go on; the upgrade takes effect at its next restart (systemctl restart $UNIT stops the tasks on this node; the platform restarts them)."
+        systemctl restart "$UNIT"
+        say "restarted $UNIT on the new version; its tasks kept running and the agent adopted them."
     else
         systemctl start "$UNIT"
         say "started $UNIT (journalctl -u $UNIT shows its log)."
