@@ -97,6 +97,15 @@ DATABASES = {
         conn_max_age=0,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A pool of connections per process (psycopg_pool): the agent gateway and the web
+    # pages run their database work on several threads at once without paying for a new
+    # connection each time (docs/design.md, "Agent gateway"). 0 turns it off.
+    _POOL_SIZE = int(os.environ.get("TRAINHUB_DB_POOL_SIZE", "8"))
+    if _POOL_SIZE > 0:
+        DATABASES["default"]["OPTIONS"] = {
+            "pool": {"min_size": 1, "max_size": _POOL_SIZE, "timeout": 30}
+        }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes share the file in standalone mode: wait for locks, don't fail.
     DATABASES["default"]["OPTIONS"] = {

@@ -33,8 +33,9 @@ def record_task_status(
 ) -> None:
     """Apply what an agent reported about one of its task processes.
 
-    A report about an earlier attempt, another node's task or a task already over is
-    ignored: agents re-send reports, and a restarted task has a new attempt number.
+    A report about an earlier attempt, another node's task or a task already over, or a
+    repeated `running`, is ignored: agents re-send what was not acknowledged, and a
+    restarted task has a new attempt number.
     """
     task = (
         Task.objects.select_for_update()
@@ -44,6 +45,8 @@ def record_task_status(
     )
     if task is None or task.state not in TASK_ACTIVE:
         return
+    if state == TaskState.RUNNING and task.state == TaskState.RUNNING:
+        return  # a status sent again after a reconnection: already applied
     updates: dict[str, Any] = {"state": state}
     if state == TaskState.RUNNING:
         updates["started_at"] = now
