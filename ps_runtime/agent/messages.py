@@ -229,7 +229,9 @@ class MetricPoint:
     def from_fields(cls, fields: JsonObject) -> MetricPoint:
         values = fields.obj("values", required=True)
         if "" in values.data:
-            raise ProtocolError(f"{values.path} must not name a value with an empty string")
+            raise ProtocolError(
+                f"{values.path} must not name a value with an empty string", values.path
+            )
         return cls(
             values={name: as_number(v, values.at(name)) for name, v in values.data.items()},
             step=fields.optional_integer("step", minimum=0, maximum=MAX_STEP),

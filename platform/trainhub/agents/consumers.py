@@ -1,7 +1,8 @@
 """The `/ws/agent/` endpoint: one long-lived socket per node agent.
 
-Two lanes per socket (docs/design.md, "Agent gateway"): heartbeats and task statuses are
-applied as they arrive; metrics and logs go to a queue that a task of the socket drains
+Two lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied as they
+arrive and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
+together every 0.25 s); metrics and logs go to a queue that a task of the socket drains
 in batches (one lookup and one insert per task and kind), so a heartbeat never waits
 behind a flood of points. Database work runs on pooled connections in worker threads
 (one thread for SQLite, which has one writer anyway). Every numbered message is
@@ -23,7 +24,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from ps_runtime.agent.delivery import AckWindow, Received, Refusal, is_control, receive
+from ps_runtime.agent.delivery import AckWindow, Received, Refusal, receive
 from ps_runtime.agent.protocol import (
     CLOSE_UNAUTHORIZED,
     Ack,
@@ -37,9 +38,10 @@ from ps_runtime.agent.protocol import (
 from trainhub.nodes.credentials import check_node_credential
 from trainhub.nodes.services import record_heartbeat
 
+from . import heartbeats
 from .authentication import credential_from_header
 from .notify import node_group
-from .services import apply_control, ingest_batch
+from .services import apply_control, apply_heartbeats, ingest_batch
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             DATA_QUEUE_LIMIT
         )
         self.ingester = asyncio.create_task(self._ingest_loop())
+        self.heartbeats = heartbeats.writer(_db(apply_heartbeats))
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
         await self.accept()
         await _db(record_heartbeat)(node_id=node.pk, usage=node.usage, now=timezone.now())
@@ -93,6 +96,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.ingester.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.ingester
+        await self.heartbeats.flush()
         await self.channel_layer.group_discard(node_group(self.node_id), self.channel_name)
         logger.info("agent of node %s disconnected (%s)", self.node_id, code)
 
@@ -110,8 +114,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         message = received.message
         if message is None:
             await self._handled([received.seq])
-        elif is_control(message):
-            assert isinstance(message, Heartbeat | TaskStatus)
+        elif isinstance(message, Heartbeat):
+            self.heartbeats.add(self.node_id, message, timezone.now())
+            await self._handled([received.seq])
+        elif isinstance(message, TaskStatus):
             await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
             await self._handled([received.seq])
         else:

@@ -24,11 +24,21 @@ from ps_runtime.agent.protocol import (
 )
 from trainhub.jobs.choices import TaskState
 from trainhub.jobs.models import Task
-from trainhub.jobs.services import record_task_status, settle_unstarted_tasks
-from trainhub.nodes.services import record_heartbeat
+from trainhub.jobs.services import (
+    nodes_with_unstarted_stops,
+    record_task_status,
+    settle_unstarted_tasks,
+)
+from trainhub.nodes.services import HeartbeatRecord, record_heartbeat, record_heartbeats
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 
-__all__ = ["ProtocolError", "apply_control", "handle_message", "ingest_batch"]
+__all__ = [
+    "ProtocolError",
+    "apply_control",
+    "apply_heartbeats",
+    "handle_message",
+    "ingest_batch",
+]
 
 
 def handle_message(*, node_id: int, message: object, now: datetime) -> None:
@@ -74,7 +84,9 @@ def ingest_batch(
             why = f"no attempt {message.task.attempt} of task {message.task.id} runs on this node"
             refused.append((i, Refusal("id", why)))
         elif isinstance(message, Metrics):
-            points[message.task].extend(p.to_wire() for p in message.points)
+            points[message.task].extend(
+                {"step": p.step, "time": p.time, "values": p.values} for p in message.points
+            )
         else:
             lines[(message.task, message.stream.value)].extend(message.lines)
     for key, reported in points.items():
@@ -85,23 +97,41 @@ def ingest_batch(
     return refused
 
 
-def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
+def apply_heartbeats(beats: dict[int, tuple[Heartbeat, datetime]]) -> None:
+    """The latest heartbeat of each of many nodes, applied together: one UPDATE per set of
+    fields, one query for tasks to settle (usually none)."""
+    if not beats:
+        return
+    record_heartbeats([_record(node_id, hb, now) for node_id, (hb, now) in beats.items()])
+    for node_id in nodes_with_unstarted_stops(list(beats)):
+        heartbeat, now = beats[node_id]
+        settle_unstarted_tasks(node_id=node_id, live=_live(heartbeat), now=now)
+
+
+def _record(node_id: int, heartbeat: Heartbeat, now: datetime) -> HeartbeatRecord:
     usage: dict[str, Any] = dict(heartbeat.usage)
     if heartbeat.gpus:
         usage["gpus"] = [dict(g) for g in heartbeat.gpus]
     if heartbeat.ports_in_use:
         usage["ports_in_use"] = list(heartbeat.ports_in_use)
     isolation = heartbeat.isolation.value if heartbeat.isolation is not None else None
+    return HeartbeatRecord(node_id, usage, now, isolation, heartbeat.agent_version)
+
+
+def _live(heartbeat: Heartbeat) -> set[tuple[Any, Any]]:
+    return {(t.task.id, t.task.attempt) for t in heartbeat.tasks}
+
+
+def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
+    r = _record(node_id, heartbeat, now)
     record_heartbeat(
         node_id=node_id,
-        usage=usage,
+        usage=r.usage,
         now=now,
-        isolation=isolation,
-        agent_version=heartbeat.agent_version,
+        isolation=r.isolation,
+        agent_version=r.agent_version,
     )
-    settle_unstarted_tasks(
-        node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
-    )
+    settle_unstarted_tasks(node_id=node_id, live=_live(heartbeat), now=now)
 
 
 def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:

@@ -155,6 +155,16 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
 
 
 @transaction.atomic
+def nodes_with_unstarted_stops(node_ids: list[int]) -> set[int]:
+    """Which of these nodes hold a task stopped before it started (one query; what
+    `settle_unstarted_tasks` would look at)."""
+    return set(
+        Task.objects.filter(
+            node_id__in=node_ids, state=TaskState.ASSIGNED, desired=DesiredState.STOP
+        ).values_list("node_id", flat=True)
+    )
+
+
 def settle_unstarted_tasks(*, node_id: int, live: set[tuple[Any, Any]], now: datetime) -> int:
     """Tasks stopped before their agent started them will never be reported on: once the
     node's heartbeat (its live task attempts) shows they are not running, they are
