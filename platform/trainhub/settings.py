@@ -241,7 +241,7 @@ SCHEDULER_AGING_SECONDS_PER_LEVEL = float(os.environ.get("TRAINHUB_SCHEDULER_AGI
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "trainhub.api.token_auth.BoundedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -1,5 +1,14 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_save, pre_save
 
 
 class TenancyConfig(AppConfig):
     name = "trainhub.tenancy"
+
+    def ready(self) -> None:
+        from django.contrib.auth.models import User
+
+        from .tokens import note_password_change, revoke_on_password_change
+
+        pre_save.connect(note_password_change, sender=User, dispatch_uid="tokens-password")
+        post_save.connect(revoke_on_password_change, sender=User, dispatch_uid="tokens-password")
