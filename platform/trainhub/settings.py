@@ -273,6 +273,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Teams, nodes and parameter-server training jobs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page are for signed-in users (session or API token).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -41,7 +41,8 @@ def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
             f"{url}/api/v1/auth/token/", json={"username": "admin", "password": "pw-standalone"}
         ).json()["token"]
         api = httpx.Client(base_url=f"{url}/api/v1", headers={"Authorization": f"Token {token}"})
-        ready = httpx.get(f"{url}/readyz").json()
+        assert httpx.get(f"{url}/readyz").json() == {"status": "ok"}  # anonymous: no details
+        ready = httpx.get(f"{url}/readyz", headers=api.headers).json()
         assert ready["checks"] == {"database": "ok", "broker": "ok"}
         job = api.post(
             "/jobs/",
