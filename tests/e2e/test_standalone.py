@@ -133,7 +133,8 @@ def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
     data_dir = tmp_path / "var"
     with standalone(data_dir, port, task_port_range()) as server:
         assert f"{server.url}/" in server.banner
-        ready = httpx.get(f"{server.url}/readyz").json()
+        assert httpx.get(f"{server.url}/readyz").json() == {"status": "ok"}  # anonymous
+        ready = httpx.get(f"{server.url}/readyz", headers=server.api.headers).json()
         assert ready["checks"] == {"database": "ok", "broker": "ok"}
         job = server.api.post("/jobs/", json=_spec("standalone-mf", 2)).json()
         done = server.wait_state(job["id"], {"succeeded", "failed", "cancelled"})
