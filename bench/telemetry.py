@@ -3,7 +3,7 @@
     .venv/bin/python bench/telemetry.py [--agents 100,300,1000] [--senders 20]
         [--seconds 30] [--workers 2]
 
-Per case, on PostgreSQL and Redis instances of its own (`bench/instances.py`: initdb +
+Per case, on PostgreSQL and Redis instances of its own (`tests/instances.py`: initdb +
 pg_ctl and redis-server on free loopback ports, never the shared ones):
 - migrates, enrolls `--agents` nodes, gives `--senders` of them a running task each, and
   loads one job with a 1,000,000-point series (as `bench/job_page.py` does);
@@ -39,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
 
-from instances import free_port, instances  # noqa: E402
+from tests.instances import free_port, instances  # noqa: E402
 
 HEARTBEAT_S = 5.0
 BATCH_POINTS = 1000

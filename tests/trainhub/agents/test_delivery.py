@@ -92,7 +92,7 @@ def test_each_bad_item_is_refused_alone_and_its_neighbours_are_stored() -> None:
         )
         await agent.send_json_to({"type": "metrics", **key, "points": [_point(6)], "seq": 5})
         errors = await _until_acked(agent, 5)
-        await agent.disconnect()
+        await agent.disconnect(timeout=10)
         refused = sorted((e["seq"], e["field"]) for e in errors)
         assert refused == [
             (1, "points[1].time"),
@@ -132,7 +132,7 @@ def test_a_status_sent_again_after_a_cut_connection_is_applied_once() -> None:
         agent = await _connect(credential)
         await send_all(agent)
         await _until_acked(agent, len(tasks) + 1)
-        await agent.disconnect()  # as if the ack had been lost with the connection
+        await agent.disconnect(timeout=10)  # as if the ack had been lost with the connection
 
     _run(first)
     started = dict(Task.objects.filter(job=job).values_list("role", "started_at"))
@@ -144,7 +144,7 @@ def test_a_status_sent_again_after_a_cut_connection_is_applied_once() -> None:
         agent = await _connect(credential)
         await send_all(agent)
         await _until_acked(agent, len(tasks) + 1)
-        await agent.disconnect()
+        await agent.disconnect(timeout=10)
 
     _run(again)
     job.refresh_from_db()
@@ -173,7 +173,7 @@ def test_heartbeats_are_acknowledged_while_a_flood_of_points_is_stored() -> None
         seq += 1
         await agent.send_json_to({"type": "heartbeat", "usage": {"cpu_percent": 1}, "seq": seq})
         assert await _until_acked(agent, seq) == []
-        await agent.disconnect()
+        await agent.disconnect(timeout=10)
 
     _run(scenario)
     assert MetricPoint.objects.filter(job=job).count() == 20_000
@@ -187,7 +187,7 @@ def test_a_node_seen_recently_is_not_lost_after_a_reconnect() -> None:
         agent = await _connect(credential)
         await agent.send_json_to({"type": "heartbeat", "usage": {"cpu_percent": 7}, "seq": 1})
         await _until_acked(agent, 1)
-        await agent.disconnect()
+        await agent.disconnect(timeout=10)
 
     _run(scenario)
     from trainhub.nodes.models import Node

@@ -96,13 +96,20 @@ def _ended(
     what = f"{task.role} {task.index} exited with code {exit_code}"
     detail = f"{what}: {message}" if message else what
     max_restarts = job.job_spec.max_restarts
-    restartable = task.role != TaskRole.COORDINATOR or exit_code == EXIT_PS_LOST
+    restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
     if restartable and job.restarts < max_restarts:
         _restart_after_failure(job, task, detail, actor=actor, now=now)
         return
     if restartable and max_restarts:
         detail = f"{detail} (after {job.restarts} restarts, the spec's max_restarts)"
     transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
+
+
+def _lost_not_failed(exit_code: int | None) -> bool:
+    """A coordinator that lost a parameter server (exit 75), was killed by a signal (128 +
+    N: the OOM killer, an operator's kill -9) or vanished with no status is restarted from
+    the last checkpoint; one that exited with an error of its own (user code) is not."""
+    return exit_code is None or exit_code == EXIT_PS_LOST or exit_code > 128
 
 
 def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now: datetime) -> None:
