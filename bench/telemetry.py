@@ -320,7 +320,11 @@ def run_case(agents: int, senders: int, seconds: float, workers: int) -> dict[st
         )
         credentials, tasks, big = _setup(agents, senders)
         port = free_port()
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}",
+            "TRAINHUB_DB_POOL_SIZE": os.environ.get("TRAINHUB_DB_POOL_SIZE", "8"),
+        }
         from trainhub.standalone.processes import web_command
 
         command = [*web_command("127.0.0.1", port), "--workers", str(workers)]

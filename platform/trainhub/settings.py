@@ -143,8 +143,9 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A pool of connections per process (psycopg_pool): the agent gateway and the web
     # pages run their database work on several threads at once without paying for a new
-    # connection each time (docs/design.md, "Agent gateway"). 0 turns it off.
-    _POOL_SIZE = int(os.environ.get("TRAINHUB_DB_POOL_SIZE", "8"))
+    # connection each time (docs/design.md, "Agent gateway"). Off (0) unless set: the
+    # deploy files set it for the web processes.
+    _POOL_SIZE = int(os.environ.get("TRAINHUB_DB_POOL_SIZE", "0"))
     if _POOL_SIZE > 0:
         DATABASES["default"]["OPTIONS"] = {
             "pool": {"min_size": 1, "max_size": _POOL_SIZE, "timeout": 30}
