@@ -64,13 +64,17 @@ class WorkerServicer(ps_pb2_grpc.WorkerServicer):
 
 
 def create_worker_server(
-    address: str = "127.0.0.1:0", *, token: str, max_workers: int = 4
+    address: str = "127.0.0.1:0",
+    *,
+    token: str,
+    max_workers: int = 4,
+    tls: rpc.TLSFiles | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start a worker on `address` (port 0 picks a free one); return (server, port)."""
     server = rpc.create_grpc_server(token, max_workers=max_workers)
     # grpcio-tools writes the stub modules without type hints.
     ps_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(token), server)  # type: ignore[no-untyped-call]
     rpc.add_health_service(server)
-    port = rpc.bind(server, address)
+    port = rpc.bind(server, address, tls)
     server.start()
     return server, port

@@ -244,6 +244,11 @@ SCHEDULER_OBSERVE_ONLY = os.environ.get("TRAINHUB_SCHEDULER_OBSERVE_ONLY", "").l
     "true",
     "yes",
 )
+# TLS for the runtime's gRPC between a job's tasks (trainhub.jobs.pki): "auto" (default)
+# unless every task of the job is on a loopback address, "on" always, "off" never.
+RUNTIME_TLS = os.environ.get("TRAINHUB_RUNTIME_TLS", "auto").strip().lower() or "auto"
+if RUNTIME_TLS not in ("auto", "on", "off"):
+    raise ImproperlyConfigured(f"TRAINHUB_RUNTIME_TLS={RUNTIME_TLS!r}: use auto, on or off")
 # A preempted job's coordinator gets this long to save a checkpoint before it is killed.
 PREEMPTION_GRACE_SECONDS = float(os.environ.get("TRAINHUB_PREEMPTION_GRACE", "60"))
 # A waiting job rises one priority level per this many seconds (aging: nothing starves).

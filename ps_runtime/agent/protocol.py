@@ -69,6 +69,7 @@ __all__ = [
     "ReportedState",
     "TaskKey",
     "TaskStatus",
+    "TaskTLS",
     "TasksChanged",
     "UpwardMessage",
     "api_url",
@@ -93,6 +94,37 @@ DEFAULT_STOP_GRACE_SECONDS = 5.0
 CLOSE_UNAUTHORIZED = 4401
 
 
+PEM_MARKER = "-----BEGIN "
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTLS:
+    """A task's material for TLS on the runtime's gRPC, issued by the control plane: the
+    certificate and key of the node the task runs on (its address is the certificate's
+    subject alternative name) and the job's own CA, all PEM. The agent writes them into
+    the task directory and points `TRAINHUB_TLS_CERT/KEY/CA` at them."""
+
+    cert: str
+    key: str
+    ca: str
+
+    def __repr__(self) -> str:  # never print the private key by accident
+        return "TaskTLS(cert=<pem>, key=***, ca=<pem>)"
+
+    def to_wire(self) -> dict[str, str]:
+        return {"cert": self.cert, "key": self.key, "ca": self.ca}
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> TaskTLS:
+        def pem(name: str) -> str:
+            text = fields.text(name, non_empty=True)
+            if PEM_MARKER not in text:  # the message never quotes the text: it may be a key
+                raise ProtocolError(f"{fields.at(name)} must be PEM text", fields.at(name))
+            return text
+
+        return cls(cert=pem("cert"), key=pem("key"), ca=pem("ca"))
+
+
 @dataclass(frozen=True, slots=True)
 class DesiredTask:
     """One entry of `GET /api/v1/agent/tasks/`: a task attempt that should be running."""
@@ -109,6 +141,8 @@ class DesiredTask:
     env: Mapping[str, str] = field(default_factory=dict)
     # SIGTERM-to-SIGKILL time when this task stops; None: the response-level value.
     stop_grace_seconds: float | None = None
+    # TLS material for the job's gRPC; None: plaintext (loopback, or the operator opted out).
+    tls: TaskTLS | None = None
 
     @property
     def key(self) -> TaskKey:
@@ -130,6 +164,8 @@ class DesiredTask:
         }
         if self.stop_grace_seconds is not None:
             document["stop_grace_seconds"] = self.stop_grace_seconds
+        if self.tls is not None:
+            document["tls"] = self.tls.to_wire()
         return document
 
     @classmethod
@@ -137,6 +173,7 @@ class DesiredTask:
         resources = fields.obj("resources")
         gpus = resources.at("gpu_indices")
         env = fields.obj("env")
+        tls = fields.data.get("tls")
         return cls(
             id=fields.integer("id"),
             attempt=fields.integer("attempt", minimum=0),
@@ -151,6 +188,7 @@ class DesiredTask:
             ),
             env={name: as_str(value, env.at(name)) for name, value in env.data.items()},
             stop_grace_seconds=fields.optional_number("stop_grace_seconds", minimum=0),
+            tls=None if tls is None else TaskTLS.from_fields(fields.obj("tls")),
         )
 
 

@@ -54,6 +54,7 @@ from ps_runtime.agent.taskfiles import (
     outcome,
     tail_output,
     write_atomically,
+    write_tls,
 )
 
 logger = logging.getLogger(__name__)
@@ -158,6 +159,9 @@ class Supervisor:
             taskenv.CLUSTER_FILE.put(env, str(cluster_file))
             # The job's own code, unpacked read-only (a CodeError is a failure to start).
             taskenv.CODE_DIR.put(env, self._code.prepare(task, cwd) if self._code else None)
+            if task.tls is not None:
+                # The control plane's material for this job replaces the agent's own files.
+                env.update(write_tls(cwd, task.tls, identity))
             if self.isolation.hierarchy is not None:
                 # GPU device files are numbered like nvidia-smi's indices (PCI order).
                 cgroup = cgroups.create(

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from ps_runtime.agent.protocol import (
     ReportedState,
     TaskKey,
     TaskStatus,
+    TaskTLS,
 )
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,12 @@ FILES = {"stdout": "stdout.log", "stderr": "stderr.log", "metrics": "metrics.jso
 STATUS_FILE = "exit-status"
 STOP_FILE = "stop-requested"  # a stop the agent asked for outlives it too
 LOST_MESSAGE = "lost while the agent was down"
+# The task's TLS material from the control plane, and the variable naming each file.
+TLS_FILES = (
+    (taskenv.TLS_CERT, "tls-cert.pem"),
+    (taskenv.TLS_KEY, "tls-key.pem"),
+    (taskenv.TLS_CA, "tls-ca.pem"),
+)
 
 
 @dataclass
@@ -97,7 +104,8 @@ class TaskProcess:
             cpus=list(cpus),
             cgroup_dirs=[str(d) for d in cgroup.dirs] if cgroup is not None else [],
             offsets=dict.fromkeys(STREAMS, 0),
-            task=task.to_wire(),
+            # Without its TLS key: the files in the task directory hold that.
+            task=replace(task, tls=None).to_wire(),
         )
         return cls._of(task, proc, record, cgroup)
 
@@ -130,6 +138,24 @@ class TaskProcess:
             cgroup=cgroup,
             offsets={s: record.offsets.get(s, 0) for s in STREAMS},
         )
+
+
+def write_tls(task_dir: Path, tls: TaskTLS, owner: tuple[int, int] | None) -> dict[str, str]:
+    """Write the task's certificate, key and CA into its directory, each 0600 and owned by
+    `owner` (the job's uid:gid when isolating), and return the `TRAINHUB_TLS_*` variables
+    naming them. A file is created afresh, never through a link a task may have left."""
+    pems = {taskenv.TLS_CERT: tls.cert, taskenv.TLS_KEY: tls.key, taskenv.TLS_CA: tls.ca}
+    env: dict[str, str] = {}
+    for variable, name in TLS_FILES:
+        path = task_dir / name
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            if owner is not None:
+                os.fchown(fd, *owner)
+            out.write(pems[variable])
+        variable.put(env, str(path))
+    return env
 
 
 def open_outputs(task_dir: Path) -> dict[str, int]:

@@ -119,6 +119,41 @@ class Task(models.Model):
         return f"{self.node.address}:{self.port}"
 
 
+class RuntimeCA(models.Model):
+    """A job's own CA for its runtime gRPC (`trainhub.jobs.pki`): it signs the certificate
+    of each node the job's tasks run on. Server-side only: never in an API answer."""
+
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="runtime_ca"
+    )
+    cert = models.TextField()
+    # The private key, encrypted (`trainhub.jobs.services.tls.seal`).
+    sealed_key = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"runtime CA of job {self.job_id}"
+
+
+class RuntimeCertificate(models.Model):
+    """The certificate the tasks of a job present on one node (its address is the SAN),
+    signed by the job's CA; handed only to that node's agent."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="runtime_certificates")
+    host = models.CharField(max_length=255)
+    cert = models.TextField()
+    sealed_key = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "host"], name="unique_runtime_certificate")
+        ]
+
+    def __str__(self) -> str:
+        return f"runtime certificate of job {self.job_id} for {self.host}"
+
+
 class JobEvent(models.Model):
     """One entry of a job's history: a transition or a notable thing that happened."""
 

@@ -10,14 +10,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Func, IntegerField, QuerySet, Sum
+from django.utils import timezone
 
-from ps_runtime.agent.protocol import DEFAULT_STOP_GRACE_SECONDS, DesiredTask, DesiredTasks
+from ps_runtime.agent.protocol import (
+    DEFAULT_STOP_GRACE_SECONDS,
+    DesiredTask,
+    DesiredTasks,
+    TaskTLS,
+)
 from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
 from trainhub.nodes.models import Node
 from trainhub.tenancy.resources import Resources
 
 from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
 from .models import Job, JobEvent, Task
+from .services.tls import node_material
 
 # A preempted job's PS shards and workers keep serving while its coordinator checkpoints.
 JOB_SERVING = JOB_PLACED | {JobState.PREEMPTED}
@@ -33,11 +40,16 @@ def desired_tasks(node: Node) -> DesiredTasks:
             job__state__in=JOB_SERVING,
         ).select_related("job", "node")
     )
-    clusters = _clusters({t.job_id for t in mine})
+    job_ids = {t.job_id for t in mine}
+    clusters = _clusters(job_ids)
+    # TLS material goes only to the node that runs the task, for that node's address.
+    tls = node_material(job_ids, node.address, timezone.now()) if mine else {}
     return DesiredTasks(
         node_id=node.pk,
         stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS,
-        tasks=tuple(_desired_task(t, clusters.get(t.job_id, ClusterSpec())) for t in mine),
+        tasks=tuple(
+            _desired_task(t, clusters.get(t.job_id, ClusterSpec()), tls.get(t.job_id)) for t in mine
+        ),
     )
 
 
@@ -87,7 +99,7 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
     )
 
 
-def _desired_task(task: Task, cluster: ClusterSpec) -> DesiredTask:
+def _desired_task(task: Task, cluster: ClusterSpec, tls: TaskTLS | None) -> DesiredTask:
     return DesiredTask(
         id=task.pk,
         attempt=task.attempt,
@@ -102,6 +114,7 @@ def _desired_task(task: Task, cluster: ClusterSpec) -> DesiredTask:
         stop_grace_seconds=(
             settings.PREEMPTION_GRACE_SECONDS if task.role == TaskRole.COORDINATOR else None
         ),
+        tls=tls,
     )
 
 

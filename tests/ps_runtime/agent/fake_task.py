@@ -35,6 +35,10 @@ info = {
     "sid": os.getsid(0),
     "parent": open(f"/proc/{os.getppid()}/cmdline").read(),
     "cwd": os.getcwd(),
+    "tls": {
+        name: os.environ.get(name)
+        for name in ("TRAINHUB_TLS_CERT", "TRAINHUB_TLS_KEY", "TRAINHUB_TLS_CA")
+    },
 }
 print("INFO " + json.dumps(info), flush=True)
 fd = os.environ.get("TRAINHUB_METRICS_FD")

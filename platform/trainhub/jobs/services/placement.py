@@ -11,9 +11,11 @@ from django.db import transaction
 from django.db.models import F, QuerySet
 
 from trainhub.events import JobPendingReasonChanged, publish
+from trainhub.nodes.models import Node
 
 from ..choices import TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
 from ..models import Job, Task
+from .tls import issue_job_ca
 from .transitions import notify_nodes, record_event, transition_job
 
 
@@ -64,6 +66,11 @@ def place_job(
         else:
             new_attempt(Task.objects.filter(pk=slot), **_placed_fields(p))
     Task.objects.bulk_create(new)
+    # Every task (re)starts now: the job's TLS is decided for all of them at once.
+    hosts = Node.objects.filter(pk__in={p.node_id for p in placements}).values_list(
+        "address", flat=True
+    )
+    issue_job_ca(job, list(hosts), now)
     notify_nodes(p.node_id for p in placements)
     return True
 
