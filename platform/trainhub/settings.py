@@ -223,6 +223,13 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# Telemetry budgets per job: metric points and log bytes beyond them are not stored, only
+# counted (the job page and the metrics/logs answers show the count).
+TELEMETRY_METRIC_POINTS_PER_JOB = int(
+    float(os.environ.get("TRAINHUB_METRIC_POINTS_PER_JOB", "10000000"))
+)
+TELEMETRY_LOG_BYTES_PER_JOB = int(float(os.environ.get("TRAINHUB_LOG_BYTES_PER_JOB", str(1024**3))))
+
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))
 # Lifetime of a node credential (a fraction is fine: tests use seconds); the agent
