@@ -229,6 +229,11 @@ TELEMETRY_METRIC_POINTS_PER_JOB = int(
     float(os.environ.get("TRAINHUB_METRIC_POINTS_PER_JOB", "10000000"))
 )
 TELEMETRY_LOG_BYTES_PER_JOB = int(float(os.environ.get("TRAINHUB_LOG_BYTES_PER_JOB", str(1024**3))))
+# Retention: raw metric points and log lines of jobs finished longer ago than this many
+# days are deleted (rollups are kept, so charts stay); 0 keeps everything.
+TELEMETRY_RETENTION_DAYS = float(os.environ.get("TRAINHUB_TELEMETRY_RETENTION_DAYS", "0"))
+# How often Celery beat looks for telemetry past retention (when retention is on).
+TELEMETRY_RETENTION_INTERVAL_SECONDS = 3600.0
 
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))

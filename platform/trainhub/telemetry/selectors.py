@@ -61,8 +61,11 @@ def metric_buckets(
 
     A range with at most `max_points` points comes back exact: one bucket per step.
     Two queries whatever the number of metrics (three when a range turns out sparse):
-    the series summaries, then the rollup blocks and raw points the plans name.
+    the series summaries, then the rollup blocks and raw points the plans name. Once
+    retention deleted the raw points, only rollups are read: blocks of 16 steps or more.
     """
+    usage = usage_of(job)
+    min_level = 1 if usage is not None and usage.purged_at is not None else 0
     found = MetricSeries.objects.filter(job=job)
     if names:
         found = found.filter(name__in=names)
@@ -78,6 +81,7 @@ def metric_buckets(
             max_points=max_points,
             start=start,
             end=end,
+            min_level=min_level,
         )
         if p is not None:
             plans.append(p)
@@ -86,7 +90,7 @@ def metric_buckets(
     sparse = [
         raw_plan(p.name, p.lo, p.hi)
         for p in plans
-        if p.width > 1 and sum(s.count for s in read[p.name]) <= max_points
+        if not min_level and p.width > 1 and sum(s.count for s in read[p.name]) <= max_points
     ]
     read.update(_read(job, sparse))
     return {
