@@ -6,7 +6,7 @@ PORT ?= 8000
 STAMP := $(VENV)/.installed-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 
-.PHONY: demo test install frontend lint typecheck proto clean
+.PHONY: demo test faults install frontend lint typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
@@ -32,7 +32,12 @@ test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 test: install
 	cd frontend && npm test --silent
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
+
+## The fault suite: one fault per case on a services-mode cluster of its own (PostgreSQL
+## and Redis instances it starts itself); prints each case's recovery time
+faults: install
+	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 
 ## Every gate fails the build: style, formatting, layering (import-linter) and types
 lint: $(STAMP)

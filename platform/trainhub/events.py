@@ -95,6 +95,14 @@ class NodeChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessChanged:
+    """What the user may see may have shrunk: removed from a team, their platform role or
+    password changed, deactivated. Open live feeds check their access again."""
+
+    user_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaChanged:
     team_id: int
 
@@ -120,6 +128,7 @@ Event = (
     | TaskStateChanged
     | NodeTasksChanged
     | NodeChanged
+    | AccessChanged
     | QuotaChanged
     | MetricPointsIngested
     | LogLinesIngested

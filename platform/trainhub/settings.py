@@ -28,6 +28,49 @@ if ENVIRONMENT == "production":
     if DEBUG:
         raise ImproperlyConfigured("TRAINHUB_DEBUG must be off in production.")
 
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value not in ("1", "true", "yes", "0", "false", "no"):
+        raise ImproperlyConfigured(f"{name}={value!r}: use 1 or 0")
+    return value in ("1", "true", "yes")
+
+
+def _count(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip() or str(default)
+    if not value.isdigit():
+        raise ImproperlyConfigured(f"{name}={value!r}: must be a whole number, 0 or more")
+    return int(value)
+
+
+# How many reverse proxies in front of TrainHub append to X-Forwarded-For: 0 (the default)
+# keys rate limits on the connection's own address; N on the Nth address from the right.
+TRUSTED_PROXIES = _count("TRAINHUB_TRUSTED_PROXIES", 0)
+
+if ENVIRONMENT == "production":
+    # HTTPS behind a reverse proxy that sets X-Forwarded-Proto (deploy/nginx.conf). At
+    # start-up `trainhub.api.production` refuses to go on while `check --deploy` objects.
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = _count("TRAINHUB_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("TRAINHUB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = _flag("TRAINHUB_HSTS_PRELOAD", True)
+    SECURE_SSL_REDIRECT = _flag("TRAINHUB_SSL_REDIRECT", True)
+    # Probes from inside the cluster speak plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    # An operator's explicit opt-outs silence the deploy check that would object to them.
+    SILENCED_SYSTEM_CHECKS = [
+        check
+        for check, opted_out in (
+            ("security.W008", not SECURE_SSL_REDIRECT),  # the proxy redirects to HTTPS
+            ("security.W021", not SECURE_HSTS_PRELOAD),
+        )
+        if opted_out
+    ]
+
 ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("TRAINHUB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
@@ -97,6 +140,15 @@ DATABASES = {
         conn_max_age=0,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A pool of connections per process (psycopg_pool): the agent gateway and the web
+    # pages run their database work on several threads at once without paying for a new
+    # connection each time (docs/design.md, "Agent gateway"). 0 turns it off.
+    _POOL_SIZE = int(os.environ.get("TRAINHUB_DB_POOL_SIZE", "8"))
+    if _POOL_SIZE > 0:
+        DATABASES["default"]["OPTIONS"] = {
+            "pool": {"min_size": 1, "max_size": _POOL_SIZE, "timeout": 30}
+        }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes share the file in standalone mode: wait for locks, don't fail.
     DATABASES["default"]["OPTIONS"] = {
@@ -106,8 +158,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Django's defaults, with a minimum length of 12. They apply wherever a password is chosen
+# (the API's user creation, the admin's forms), not to `create_user` itself.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -190,7 +250,7 @@ SCHEDULER_AGING_SECONDS_PER_LEVEL = float(os.environ.get("TRAINHUB_SCHEDULER_AGI
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "trainhub.api.token_auth.BoundedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -198,11 +258,21 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "trainhub.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Shared by every sign-in form (API token, /login/, /admin/login/) and enrollment.
     "DEFAULT_THROTTLE_RATES": {"auth": os.environ.get("TRAINHUB_AUTH_RATE", "30/minute")},
+    # Throttles key on the client address as TRUSTED_PROXIES gives it, never on a header
+    # the client chooses.
+    "NUM_PROXIES": TRUSTED_PROXIES,
 }
 
+# The longest a personal API token may live; one asked for without an expiry gets this.
+TOKEN_MAX_DAYS = _count("TRAINHUB_TOKEN_MAX_DAYS", 90)
+if TOKEN_MAX_DAYS < 1:
+    raise ImproperlyConfigured("TRAINHUB_TOKEN_MAX_DAYS must be 1 or more")
+
 REST_KNOX = {
-    "TOKEN_TTL": timedelta(days=30),
+    # Tokens from the sign-in endpoint (`trainhub login`).
+    "TOKEN_TTL": timedelta(days=min(30, TOKEN_MAX_DAYS)),
     "AUTH_HEADER_PREFIX": "Token",
     "AUTO_REFRESH": False,
 }
@@ -212,6 +282,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Teams, nodes and parameter-server training jobs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page are for signed-in users (session or API token).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -2,8 +2,11 @@ from django.contrib import admin
 from django.urls import include, path
 
 from trainhub.api.health import healthz, readyz
+from trainhub.web.signin import throttled_sign_in
 
 urlpatterns = [
+    # Ahead of the admin's own URLs: its sign-in form is rate limited like the others.
+    path("admin/login/", throttled_sign_in(admin.site.login)),
     path("admin/", admin.site.urls),
     path("api/", include("trainhub.api.urls")),
     path("agent/", include("trainhub.agents.urls")),

@@ -1,19 +1,17 @@
 """The agent's main loop: one WebSocket to the control plane, level-triggered reconcile.
 
-Three concurrent activities share an `Outbox` and a `Supervisor`:
-- the connection loop keeps `/ws/agent/` open (backoff 0.5 s doubling to 10 s), sends a
-  heartbeat on connect and every 5 s, flushes the outbox every 0.5 s and turns
-  `tasks_changed` notices into reconcile requests;
-- the reconcile loop fetches `GET /api/v1/agent/tasks/` on connect, on every notice and
-  every 10 s, and starts/stops processes to match;
-- supervisor threads feed task statuses, logs and metrics into the outbox, which keeps
-  them (bounded) while the socket is down; once sent, the task table records how far each
-  task's files were delivered;
-- at start, the tasks a previous agent left running are adopted (`Supervisor.adopt`);
-- a stop (SIGTERM, SIGINT) leaves the tasks running for the next agent to adopt, so a
-  restart or an upgrade costs no job anything; with `stop_tasks_on_exit` (standalone,
-  test clusters), or when the server refuses the credential, the tasks are stopped first;
-- the renewal loop renews the node credential two thirds into its lifetime, saves it to
+- The connection loop keeps `/ws/agent/` open (jittered backoff 0.5 s doubling to 10 s),
+  sends a heartbeat on connect and every 5 s, flushes the outbox every 0.5 s through the
+  `Uplink` (numbered messages, acknowledged; a lost connection's unacknowledged ones go
+  again) and turns `tasks_changed` notices into reconcile requests.
+- The reconcile loop fetches `GET /api/v1/agent/tasks/` on connect, on every notice and
+  every 10 s, and starts/stops processes to match; supervisor threads feed task
+  statuses, logs and metrics into the outbox (bounded; readers wait when it is full).
+- At start, the tasks a previous agent left running are adopted (`Supervisor.adopt`). A
+  stop (SIGTERM, SIGINT) leaves them running for the next agent, so a restart or an
+  upgrade costs no job anything; with `stop_tasks_on_exit` (standalone, test clusters),
+  or when the server refuses the credential, the tasks are stopped first.
+- The renewal loop renews the node credential two thirds into its lifetime, saves it to
   the state file and reconnects the socket with it; tasks keep running throughout.
 """
 
@@ -23,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import signal
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -38,7 +37,6 @@ from ps_runtime.agent.isolation import Isolation
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
     DesiredTasks,
-    ErrorMessage,
     Heartbeat,
     LiveTask,
     TasksChanged,
@@ -46,6 +44,7 @@ from ps_runtime.agent.protocol import (
 from ps_runtime.agent.reconcile import reconcile
 from ps_runtime.agent.state import AgentState
 from ps_runtime.agent.supervisor import Supervisor
+from ps_runtime.agent.uplink import Uplink
 from ps_runtime.version import known_runtime_version
 
 logger = logging.getLogger(__name__)
@@ -118,7 +117,7 @@ class Agent:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = asyncio.Event()
         self._reconcile_now = asyncio.Event()
-        self._flush_lock = asyncio.Lock()  # one drain-and-send at a time keeps the order
+        self.uplink = Uplink(self.outbox, self.supervisor)
 
     def request_stop(self) -> None:
         """Thread-safe: make `run()` return (stopping the tasks if so configured)."""
@@ -181,13 +180,12 @@ class Agent:
         return installed
 
     async def _final_flush(self, timeout: float) -> None:
-        """Give the last task statuses a chance to reach the server before exiting."""
-        ws = self._ws
-        if ws is None:
-            return
-        with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._flush(ws)
+        """Give what is left a chance to reach the server, acknowledged, before exiting
+        (the next agent then neither repeats nor misses any of it)."""
+        if self._ws is not None:
+            with contextlib.suppress(ConnectionClosed, OSError, TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self.uplink.finish(self._ws)
 
     # -- WebSocket -----------------------------------------------------------------------
 
@@ -229,7 +227,8 @@ class Agent:
             if self._reconnect_at_once:
                 self._reconnect_at_once = False
                 continue
-            await asyncio.sleep(delay)
+            # Jittered, so that agents cut off together do not all come back at once.
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, maximum)
 
     def _refused(self, refused: bool, auth: dict[str, str]) -> None:
@@ -243,7 +242,8 @@ class Agent:
 
     async def _session(self, ws: ClientConnection) -> None:
         self._reconcile_now.set()
-        await ws.send(json.dumps((await asyncio.to_thread(self._heartbeat)).to_wire()))
+        self.uplink.connected()
+        await self._send_heartbeat(ws)
         tasks = [
             asyncio.create_task(self._receive_loop(ws)),
             asyncio.create_task(self._send_loop(ws)),
@@ -269,33 +269,21 @@ class Agent:
                 continue
             if isinstance(message, TasksChanged):
                 self._reconcile_now.set()
-            elif isinstance(message, ErrorMessage):
-                logger.warning("the server refused a message: %s", message.message)
+            else:
+                await self.uplink.received(message)
 
     async def _send_loop(self, ws: ClientConnection) -> None:
         while True:
             await asyncio.sleep(self._flush_interval)
-            await self._flush(ws)
+            await self.uplink.flush(ws)
 
-    async def _flush(self, ws: ClientConnection) -> None:
-        async with self._flush_lock:
-            # Taken before the drain: everything read up to these offsets is in the outbox.
-            snapshot = self.supervisor.offsets_snapshot()
-            messages = self.outbox.drain()
-            for i, message in enumerate(messages):
-                try:
-                    await ws.send(json.dumps(message.to_wire()))
-                except BaseException:
-                    self.outbox.requeue(messages[i:])
-                    raise
-            if messages:
-                # Sent: a restarted agent resumes the task files after them.
-                await asyncio.to_thread(self.supervisor.commit, snapshot)
+    async def _send_heartbeat(self, ws: ClientConnection, delay: float = 0.0) -> None:
+        await asyncio.sleep(delay)
+        await self.uplink.send_heartbeat(ws, await asyncio.to_thread(self._heartbeat))
 
     async def _heartbeat_loop(self, ws: ClientConnection) -> None:
         while True:
-            await asyncio.sleep(self._heartbeat_interval)
-            await ws.send(json.dumps((await asyncio.to_thread(self._heartbeat)).to_wire()))
+            await self._send_heartbeat(ws, self._heartbeat_interval)
 
     def _heartbeat(self) -> Heartbeat:
         live = self.supervisor.live_pids()

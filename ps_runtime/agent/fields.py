@@ -19,7 +19,12 @@ E = TypeVar("E", bound=StrEnum)
 
 
 class ProtocolError(ValueError):
-    """A message or document does not match docs/protocol.md; the text names the field."""
+    """A message or document does not match docs/protocol.md; the text names the field,
+    and `path` holds it alone ("points[3].step"; "" when no single field is to blame)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def describe(value: object) -> str:
@@ -33,15 +38,19 @@ def describe(value: object) -> str:
 
 
 def refuse(path: str, expected: str, value: object) -> NoReturn:
-    raise ProtocolError(f"{path} must be {expected}, got {describe(value)}")
+    raise ProtocolError(f"{path} must be {expected}, got {describe(value)}", path)
 
 
-def as_int(value: object, path: str, *, minimum: int | None = None) -> int:
-    """An integer (never a bool), at least `minimum` when given."""
+def as_int(
+    value: object, path: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    """An integer (never a bool), within `minimum`..`maximum` when given."""
     if isinstance(value, bool) or not isinstance(value, int):
         refuse(path, "an integer", value)
     if minimum is not None and value < minimum:
         refuse(path, f"an integer >= {minimum}", value)
+    if maximum is not None and value > maximum:
+        refuse(path, f"an integer <= {maximum}", value)
     return value
 
 
@@ -68,6 +77,20 @@ def as_str(value: object, path: str, *, non_empty: bool = False) -> str:
     if non_empty and not value:
         refuse(path, "a non-empty string", value)
     return value
+
+
+def as_log_line(value: object, path: str) -> str:
+    """A line of a task's output; NUL characters and lone surrogates (what invalid UTF-8
+    becomes on the way) are replaced by U+FFFD rather than refused: output is never
+    fatal, and the database can store neither."""
+    line = as_str(value, path)
+    if "\x00" in line:
+        line = line.replace("\x00", "\ufffd")
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = line.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return line
 
 
 def as_choice(value: object, path: str, choices: type[E]) -> E:
@@ -132,15 +155,19 @@ class JsonObject:
     def required(self, name: str) -> object:
         value = self.data.get(name)
         if value is None:
-            raise ProtocolError(f"{self.at(name)} is required")
+            raise ProtocolError(f"{self.at(name)} is required", self.at(name))
         return value
 
     def integer(self, name: str, *, minimum: int | None = None) -> int:
         return as_int(self.required(name), self.at(name), minimum=minimum)
 
-    def optional_integer(self, name: str, *, minimum: int | None = None) -> int | None:
+    def optional_integer(
+        self, name: str, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
         value = self.data.get(name)
-        return None if value is None else as_int(value, self.at(name), minimum=minimum)
+        if value is None:
+            return None
+        return as_int(value, self.at(name), minimum=minimum, maximum=maximum)
 
     def number(self, name: str, *, minimum: float | None = None) -> float:
         return as_number(self.required(name), self.at(name), minimum=minimum)

@@ -15,7 +15,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
-from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_number, as_str, join
+from ps_runtime.agent.fields import (
+    JsonObject,
+    ProtocolError,
+    as_int,
+    as_log_line,
+    as_number,
+    as_str,
+    join,
+)
 from ps_runtime.agent.gpus import GpuUsage
 from ps_runtime.version import check_version
 
@@ -37,6 +45,14 @@ class MessageKind(StrEnum):
     LOGS = "logs"
     TASKS_CHANGED = "tasks_changed"
     ERROR = "error"
+    ACK = "ack"
+
+
+# A metrics or logs message holds at most this many items (the agent batches by 1,000);
+# a bigger one is refused as a whole.
+MAX_BATCH_ITEMS = 1000
+# Steps are what a chart's x axis shows; beyond 2**53 a browser cannot tell them apart.
+MAX_STEP = 2**53
 
 
 class ReportedState(StrEnum):
@@ -213,10 +229,12 @@ class MetricPoint:
     def from_fields(cls, fields: JsonObject) -> MetricPoint:
         values = fields.obj("values", required=True)
         if "" in values.data:
-            raise ProtocolError(f"{values.path} must not name a value with an empty string")
+            raise ProtocolError(
+                f"{values.path} must not name a value with an empty string", values.path
+            )
         return cls(
             values={name: as_number(v, values.at(name)) for name, v in values.data.items()},
-            step=fields.optional_integer("step"),
+            step=fields.optional_integer("step", minimum=0, maximum=MAX_STEP),
             time=fields.optional_time("time"),
         )
 
@@ -235,7 +253,7 @@ class Metrics:
     @classmethod
     def from_fields(cls, fields: JsonObject) -> Metrics:
         where = fields.at("points")
-        points = fields.items("points", required=True)
+        points = batch_items(fields, "points")
         return cls(
             task=_task_key(fields),
             points=tuple(
@@ -263,12 +281,23 @@ class Logs:
     @classmethod
     def from_fields(cls, fields: JsonObject) -> Logs:
         where = fields.at("lines")
-        lines = fields.items("lines", required=True)
+        lines = batch_items(fields, "lines")
         return cls(
             task=_task_key(fields),
             stream=fields.choice("stream", LogStream),
-            lines=tuple(as_str(line, join(where, i)) for i, line in enumerate(lines)),
+            lines=tuple(as_log_line(line, join(where, i)) for i, line in enumerate(lines)),
         )
+
+
+def batch_items(fields: JsonObject, name: str) -> list[Any]:
+    """The items of a metrics or logs batch: a list of at most `MAX_BATCH_ITEMS`."""
+    items = fields.items(name, required=True)
+    if len(items) > MAX_BATCH_ITEMS:
+        raise ProtocolError(
+            f"{fields.at(name)} must hold at most {MAX_BATCH_ITEMS} items, got {len(items)}",
+            fields.at(name),
+        )
+    return items
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,21 +316,50 @@ class TasksChanged:
 
 @dataclass(frozen=True, slots=True)
 class ErrorMessage:
-    """Server → agent: the agent's last message was refused, and why."""
+    """Server → agent: a message, or one item of it, was refused, and why: `seq` is the
+    message's sequence number, `field` the refused item's field (`points[3].step`; empty
+    when the whole message was refused). The rest of the message was applied."""
 
     KIND: ClassVar[MessageKind] = MessageKind.ERROR
     message: str
+    seq: int | None = None
+    field: str = ""
 
     def to_wire(self) -> dict[str, Any]:
-        return {"type": self.KIND.value, "message": self.message}
+        return {
+            "type": self.KIND.value,
+            "message": self.message,
+            "seq": self.seq,
+            "field": self.field,
+        }
 
     @classmethod
     def from_fields(cls, fields: JsonObject) -> ErrorMessage:
-        return cls(message=fields.optional_text("message") or "")
+        return cls(
+            message=fields.optional_text("message") or "",
+            seq=fields.optional_integer("seq", minimum=1),
+            field=fields.optional_text("field") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Server → agent: every message of this connection up to `seq` was handled (applied,
+    or refused with an error frame); the agent may forget them."""
+
+    KIND: ClassVar[MessageKind] = MessageKind.ACK
+    seq: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": self.KIND.value, "seq": self.seq}
+
+    @classmethod
+    def from_fields(cls, fields: JsonObject) -> Ack:
+        return cls(seq=fields.integer("seq", minimum=0))
 
 
 UpwardMessage = Heartbeat | TaskStatus | Metrics | Logs
-DownwardMessage = TasksChanged | ErrorMessage
+DownwardMessage = TasksChanged | ErrorMessage | Ack
 AgentMessage = UpwardMessage | DownwardMessage
 
 _PARSERS: dict[MessageKind, Callable[[JsonObject], AgentMessage]] = {
@@ -311,6 +369,7 @@ _PARSERS: dict[MessageKind, Callable[[JsonObject], AgentMessage]] = {
     MessageKind.LOGS: Logs.from_fields,
     MessageKind.TASKS_CHANGED: TasksChanged.from_fields,
     MessageKind.ERROR: ErrorMessage.from_fields,
+    MessageKind.ACK: Ack.from_fields,
 }
 
 
@@ -327,7 +386,7 @@ def parse_agent_message(obj: object) -> AgentMessage:
 def parse_from_agent(obj: object) -> UpwardMessage:
     """A message the server received; a server-only kind is refused."""
     message = parse_agent_message(obj)
-    if isinstance(message, TasksChanged | ErrorMessage):
+    if isinstance(message, TasksChanged | ErrorMessage | Ack):
         raise ProtocolError(f"type {message.KIND.value!r} is sent by the server, not by an agent")
     return message
 
@@ -335,6 +394,6 @@ def parse_from_agent(obj: object) -> UpwardMessage:
 def parse_from_server(obj: object) -> DownwardMessage:
     """A message the agent received; an agent-only kind is refused."""
     message = parse_agent_message(obj)
-    if not isinstance(message, TasksChanged | ErrorMessage):
+    if not isinstance(message, TasksChanged | ErrorMessage | Ack):
         raise ProtocolError(f"type {message.KIND.value!r} is sent by an agent, not by the server")
     return message

@@ -1,4 +1,5 @@
-"""Bounded, ordered buffer of messages waiting to go up the agent socket.
+"""Bounded, ordered buffer of messages waiting to go up the agent socket, and of those
+sent but not yet acknowledged.
 
 Reader threads add log lines and metric points; the daemon drains every 0.5 s, so each
 drain yields at most one batch per (task, kind, stream) plus any task statuses, in the
@@ -7,6 +8,12 @@ budget; then `has_room()` turns false and the readers wait (the task's output st
 its files, delivered once the socket is back). The full budget is a last line of
 defence: over it, the oldest log batches are dropped first, then the oldest metric
 batches; task statuses are never dropped (there are at most a few per task attempt).
+
+`take` numbers the messages it hands out and keeps them in flight until the server
+acknowledges them (`acknowledge`); after a reconnection `resend_unacknowledged` puts
+them back first in line, so a cut connection loses nothing (docs/protocol.md §1). A mark
+given to `take` (the daemon's offsets snapshot) comes back from `acknowledge` once
+everything taken with it is acknowledged.
 """
 
 from __future__ import annotations
@@ -53,9 +60,18 @@ class _Batch:
         return Metrics(self.key, tuple(self.items))
 
 
-# A queued entry is an open or closed batch, or a ready message (a task status, or one
-# put back by `requeue`).
-_Entry = _Batch | UpwardMessage
+@dataclass
+class _Ready:
+    """A message ready to go (a task status, or one put back), with what it costs of the
+    budget and the mark to return once it is acknowledged."""
+
+    message: UpwardMessage
+    size: int = 0
+    mark: object | None = None
+
+
+# A queued entry is an open or closed batch, or a ready message.
+_Entry = _Batch | _Ready
 
 
 class Outbox:
@@ -70,6 +86,8 @@ class Outbox:
         self._entries: deque[_Entry] = deque()
         self._open: dict[tuple[MessageKind, TaskKey, LogStream | None], _Batch] = {}
         self._bytes = 0
+        self._in_flight: deque[tuple[int, _Ready]] = deque()
+        self._in_flight_bytes = 0
         self.dropped_items = 0
 
     def add_log(self, key: TaskKey, stream: LogStream, line: str) -> None:
@@ -83,29 +101,79 @@ class Outbox:
         with self._lock:
             for open_key in [k for k in self._open if k[1] == status.task]:
                 del self._open[open_key]
-            self._entries.append(status)
+            self._entries.append(_Ready(status))
 
     def has_room(self) -> bool:
-        """False while the buffer holds half its byte budget or more: readers then wait
-        for a drain instead of adding more (so nothing reaches the dropping budget)."""
+        """False while the buffer and the messages in flight hold half the byte budget
+        or more: readers then wait instead of adding more (so nothing is dropped)."""
         with self._lock:
-            return self._bytes < self._max_bytes // 2
+            return self._bytes + self._in_flight_bytes < self._max_bytes // 2
 
     def drain(self) -> list[UpwardMessage]:
-        """Everything buffered, as protocol messages in order; the buffer is left empty."""
+        """Everything buffered, as protocol messages in order; the buffer is left empty
+        and nothing is kept in flight (for a consumer without acknowledgements)."""
         with self._lock:
-            entries = list(self._entries)
-            self._entries.clear()
-            self._open.clear()
-            self._bytes = 0
-        return [e.to_message() if isinstance(e, _Batch) else e for e in entries]
+            ready = self._pop_all()
+        return [r.message for r in ready]
+
+    def take(self, first_seq: int, mark: object | None = None) -> list[tuple[int, UpwardMessage]]:
+        """Everything buffered, numbered from `first_seq`, kept in flight until
+        acknowledged; `mark` goes with the last of them (nothing taken: it is dropped)."""
+        with self._lock:
+            ready = self._pop_all()
+            if ready and mark is not None:
+                ready[-1].mark = mark
+            taken = []
+            for seq, entry in enumerate(ready, start=first_seq):
+                self._in_flight.append((seq, entry))
+                self._in_flight_bytes += entry.size
+                taken.append((seq, entry.message))
+        return taken
+
+    def acknowledge(self, upto: int) -> list[object]:
+        """Forget the messages in flight up to `upto`; the marks that went with them."""
+        marks = []
+        with self._lock:
+            while self._in_flight and self._in_flight[0][0] <= upto:
+                _, entry = self._in_flight.popleft()
+                self._in_flight_bytes -= entry.size
+                if entry.mark is not None:
+                    marks.append(entry.mark)
+        return marks
+
+    def resend_unacknowledged(self) -> int:
+        """Put the messages still in flight (a connection was lost) back ahead of
+        anything newer, for `take` to number again; how many there were."""
+        with self._lock:
+            entries = [entry for _, entry in self._in_flight]
+            self._in_flight.clear()
+            self._in_flight_bytes = 0
+            for entry in reversed(entries):
+                self._entries.appendleft(entry)
+                self._bytes += entry.size
+        return len(entries)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._in_flight)
 
     def requeue(self, messages: list[UpwardMessage]) -> None:
         """Put back messages that could not be sent, ahead of anything newer."""
         with self._lock:
             for message in reversed(messages):
-                self._entries.appendleft(message)
-                self._bytes += _message_size(message)
+                entry = _Ready(message, _message_size(message))
+                self._entries.appendleft(entry)
+                self._bytes += entry.size
+
+    def _pop_all(self) -> list[_Ready]:
+        # Caller holds the lock.
+        ready = [
+            _Ready(e.to_message(), e.size) if isinstance(e, _Batch) else e for e in self._entries
+        ]
+        self._entries.clear()
+        self._open.clear()
+        self._bytes = 0
+        return ready
 
     def __len__(self) -> int:
         with self._lock:

@@ -15,6 +15,9 @@ from typing import Any
 
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_str, join
 from ps_runtime.agent.messages import (
+    MAX_BATCH_ITEMS,
+    MAX_STEP,
+    Ack,
     AgentMessage,
     DownwardMessage,
     ErrorMessage,
@@ -43,7 +46,10 @@ __all__ = [
     "DEFAULT_STOP_GRACE_SECONDS",
     "DESIRED_TASKS_PATH",
     "ENROLL_PATH",
+    "MAX_BATCH_ITEMS",
+    "MAX_STEP",
     "WEBSOCKET_PATH",
+    "Ack",
     "AgentMessage",
     "DesiredTask",
     "DesiredTasks",

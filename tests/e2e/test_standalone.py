@@ -92,6 +92,11 @@ class Standalone:
         self.output += out
         return self.proc.returncode
 
+    def submit(self, spec: dict[str, Any]) -> int:
+        response = self.api.post("/jobs/", json=spec)
+        assert response.status_code == 201, response.text
+        return int(response.json()["id"])
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -111,7 +116,7 @@ def standalone(data_dir: Path, port: int, ports: dict[str, str]) -> Iterator[Sta
                 server.kill()
 
 
-def _left_behind(data_dir: Path, job_ids: list[int]) -> list[int]:
+def left_behind(data_dir: Path, job_ids: list[int]) -> list[int]:
     """Live processes of these jobs' tasks, or of the installation (by its data dir)."""
     needle = f"TRAINHUB_DATA_DIR={data_dir}".encode()
     pids = [pid for job_id in job_ids for pid in job_processes(job_id)]
@@ -133,7 +138,8 @@ def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
     data_dir = tmp_path / "var"
     with standalone(data_dir, port, task_port_range()) as server:
         assert f"{server.url}/" in server.banner
-        ready = httpx.get(f"{server.url}/readyz").json()
+        assert httpx.get(f"{server.url}/readyz").json() == {"status": "ok"}  # anonymous
+        ready = httpx.get(f"{server.url}/readyz", headers=server.api.headers).json()
         assert ready["checks"] == {"database": "ok", "broker": "ok"}
         job = server.api.post("/jobs/", json=_spec("standalone-mf", 2)).json()
         done = server.wait_state(job["id"], {"succeeded", "failed", "cancelled"})
@@ -143,7 +149,7 @@ def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
         assert (data_dir / "trainhub.sqlite3").exists()
         assert data_dir.stat().st_mode & 0o777 == 0o700  # database, credential, checkpoints
         assert server.stop(signal.SIGTERM) == 0
-    assert _left_behind(data_dir, [job["id"]]) == []
+    assert left_behind(data_dir, [job["id"]]) == []
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server.url}/healthz")
 
@@ -167,7 +173,7 @@ def test_standalone_stopped_mid_job_resumes_it_from_its_checkpoint(tmp_path: Pat
         assert first.stop() == 0, first.output
     assert "1 job(s) saving a checkpoint before stopping" in first.output, first.output
     assert f"requeued job(s) {job_id}; they resume at the next start" in first.output
-    assert _left_behind(data_dir, [job_id]) == []
+    assert left_behind(data_dir, [job_id]) == []
 
     with standalone(data_dir, port, ports) as second:
         done = second.wait_state(job_id, {"succeeded", "failed", "cancelled"})
@@ -199,4 +205,4 @@ def test_standalone_stopped_mid_job_resumes_it_from_its_checkpoint(tmp_path: Pat
         assert len(result["test_rmse_history"]) < 30  # the resumed run did not start over
         assert second.stop() == 0
     assert "saving a checkpoint" not in second.output  # nothing ran at the second stop
-    assert _left_behind(data_dir, [job_id]) == []
+    assert left_behind(data_dir, [job_id]) == []

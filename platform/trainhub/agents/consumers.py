@@ -1,33 +1,66 @@
-"""The `/ws/agent/` endpoint: one long-lived socket per node agent."""
+"""The `/ws/agent/` endpoint: one long-lived socket per node agent.
+
+Two lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied as they
+arrive and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
+together every 0.25 s); metrics and logs go to a queue that a task of the socket drains
+in batches (one lookup and one insert per task and kind), so a heartbeat never waits
+behind a flood of points. Database work runs on pooled connections in worker threads
+(one thread for SQLite, which has one writer anyway). Every numbered message is
+acknowledged once handled (`AckWindow`); what is refused, message or item, gets an error
+frame naming its field, and the rest goes on.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.utils import timezone
 
+from ps_runtime.agent.delivery import AckWindow, Received, Refusal, receive
 from ps_runtime.agent.protocol import (
     CLOSE_UNAUTHORIZED,
+    Ack,
     ErrorMessage,
-    ProtocolError,
+    Heartbeat,
+    Logs,
+    Metrics,
     TasksChanged,
+    TaskStatus,
 )
 from trainhub.nodes.credentials import check_node_credential
 from trainhub.nodes.services import record_heartbeat
 
+from . import heartbeats
 from .authentication import credential_from_header
 from .notify import node_group
-from .services import handle_message
+from .services import apply_control, apply_heartbeats, ingest_batch
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+# A batch of the data lane: at most this many messages (each up to 1,000 items).
+INGEST_BATCH_MESSAGES = 64
+# Messages waiting in one socket's data lane; beyond it the socket stops being read.
+DATA_QUEUE_LIMIT = 512
+_SQLITE = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+
+
+def _db(fn: Callable[..., T]) -> Callable[..., Any]:
+    """`fn` on a worker thread with a pooled connection, returned to the pool after."""
+    return database_sync_to_async(fn, thread_sensitive=_SQLITE)  # type: ignore[no-any-return]
+
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
-    """One node agent's socket: messages up go to `handle_message`, notices come down."""
+    """One node agent's socket: messages up go to the agent services, notices come down."""
 
     node_id: int | None = None
     # When the credential this socket was opened with expires (None: never); a message
@@ -38,26 +71,34 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         headers = dict(self.scope.get("headers", []))
         raw = headers.get(b"authorization", b"").decode("latin-1")
         credential = credential_from_header(raw)
-        login = (
-            await database_sync_to_async(check_node_credential)(credential) if credential else None
-        )
+        login = await _db(check_node_credential)(credential) if credential else None
         if login is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         node = login.node
         self.node_id = node.pk
         self.valid_until = login.valid_until
+        self.window = AckWindow()
+        self.data: asyncio.Queue[tuple[int | None, Metrics | Logs]] = asyncio.Queue(
+            DATA_QUEUE_LIMIT
+        )
+        self.ingester = asyncio.create_task(self._ingest_loop())
+        self.heartbeats = heartbeats.writer(_db(apply_heartbeats))
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
         await self.accept()
-        await database_sync_to_async(record_heartbeat)(
-            node_id=node.pk, usage=node.usage, now=timezone.now()
-        )
+        await _db(record_heartbeat)(node_id=node.pk, usage=node.usage, now=timezone.now())
         logger.info("agent of node %s connected", node.pk)
 
     async def disconnect(self, code: int) -> None:
-        if self.node_id is not None:
-            await self.channel_layer.group_discard(node_group(self.node_id), self.channel_name)
-            logger.info("agent of node %s disconnected (%s)", self.node_id, code)
+        if self.node_id is None:
+            return
+        # What is still queued was not acknowledged: the agent sends it again.
+        self.ingester.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.ingester
+        await self.heartbeats.flush()
+        await self.channel_layer.group_discard(node_group(self.node_id), self.channel_name)
+        logger.info("agent of node %s disconnected (%s)", self.node_id, code)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.node_id is None:
@@ -66,14 +107,65 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             logger.info("credential of node %s expired; closing its socket", self.node_id)
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
-        try:
-            await database_sync_to_async(handle_message)(
-                node_id=self.node_id, message=content, now=timezone.now()
+        received = receive(content)
+        if received.seq is not None:
+            self.window.received(received.seq)
+        await self._refuse(received, received.refusals)
+        message = received.message
+        if message is None:
+            await self._handled([received.seq])
+        elif isinstance(message, Heartbeat):
+            self.heartbeats.add(self.node_id, message, timezone.now())
+            await self._handled([received.seq])
+        elif isinstance(message, TaskStatus):
+            await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
+            await self._handled([received.seq])
+        else:
+            assert isinstance(message, Metrics | Logs)
+            await self.data.put((received.seq, message))
+
+    async def _ingest_loop(self) -> None:
+        """The data lane: batches of queued metrics and logs, stored together."""
+        while True:
+            batch = [await self.data.get()]
+            while len(batch) < INGEST_BATCH_MESSAGES and not self.data.empty():
+                batch.append(self.data.get_nowait())
+            try:
+                refused = await _db(ingest_batch)(
+                    node_id=self.node_id, messages=[m for _, m in batch], now=timezone.now()
+                )
+            except Exception:  # a bug or the database: not acknowledged, sent again
+                logger.exception("node %s: storing %d messages failed", self.node_id, len(batch))
+                await self.close(code=1011)
+                return
+            for index, refusal in refused:
+                seq = batch[index][0]
+                await self.send_json(ErrorMessage(refusal.reason, seq, refusal.field).to_wire())
+            await self._handled([seq for seq, _ in batch])
+
+    async def _refuse(self, received: Received, refusals: tuple[Refusal, ...]) -> None:
+        if not refusals:
+            return
+        kind = received.message.KIND.value if received.message is not None else "?"
+        for refusal in refusals:
+            logger.warning(
+                "node %s: refused %s of a %s message: %s",
+                self.node_id,
+                refusal.field or "all",
+                kind,
+                refusal.reason,
             )
-        except ProtocolError as exc:
-            kind = content.get("type") if isinstance(content, dict) else None
-            logger.warning("node %s sent a bad %r message: %s", self.node_id, kind, exc)
-            await self.send_json(ErrorMessage(str(exc)).to_wire())
+            await self.send_json(
+                ErrorMessage(refusal.reason, received.seq, refusal.field).to_wire()
+            )
+
+    async def _handled(self, seqs: list[int | None]) -> None:
+        level = None
+        for seq in seqs:
+            if seq is not None:
+                level = self.window.handled(seq) or level
+        if level is not None:
+            await self.send_json(Ack(level).to_wire())
 
     async def tasks_changed(self, event: dict[str, Any]) -> None:
         """The channel-layer notice `notify.TASKS_CHANGED`, passed on to the agent."""

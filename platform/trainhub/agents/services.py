@@ -8,9 +8,11 @@ events that the live feed turns into pushes.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
 from typing import Any, assert_never
 
+from ps_runtime.agent.delivery import Refusal
 from ps_runtime.agent.protocol import (
     Heartbeat,
     Logs,
@@ -22,11 +24,21 @@ from ps_runtime.agent.protocol import (
 )
 from trainhub.jobs.choices import TaskState
 from trainhub.jobs.models import Task
-from trainhub.jobs.services import record_task_status, settle_unstarted_tasks
-from trainhub.nodes.services import record_heartbeat
+from trainhub.jobs.services import (
+    nodes_with_unstarted_stops,
+    record_task_status,
+    settle_unstarted_tasks,
+)
+from trainhub.nodes.services import HeartbeatRecord, record_heartbeat, record_heartbeats
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 
-__all__ = ["ProtocolError", "handle_message"]
+__all__ = [
+    "ProtocolError",
+    "apply_control",
+    "apply_heartbeats",
+    "handle_message",
+    "ingest_batch",
+]
 
 
 def handle_message(*, node_id: int, message: object, now: datetime) -> None:
@@ -36,35 +48,90 @@ def handle_message(*, node_id: int, message: object, now: datetime) -> None:
         ProtocolError: the message does not follow docs/protocol.md; nothing changed.
     """
     parsed = parse_from_agent(message)
-    if isinstance(parsed, Heartbeat):
-        _heartbeat(node_id, parsed, now)
-    elif isinstance(parsed, TaskStatus):
-        _task_status(node_id, parsed, now)
-    elif isinstance(parsed, Metrics):
-        _metrics(node_id, parsed, now)
-    elif isinstance(parsed, Logs):
-        _logs(node_id, parsed, now)
+    if isinstance(parsed, Heartbeat | TaskStatus):
+        apply_control(node_id=node_id, message=parsed, now=now)
     else:
-        assert_never(parsed)
+        ingest_batch(node_id=node_id, messages=[parsed], now=now)
 
 
-def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
+def apply_control(*, node_id: int, message: Heartbeat | TaskStatus, now: datetime) -> None:
+    """A heartbeat or a task status: applied at once (a repeated status changes nothing)."""
+    if isinstance(message, Heartbeat):
+        _heartbeat(node_id, message, now)
+    elif isinstance(message, TaskStatus):
+        _task_status(node_id, message, now)
+    else:
+        assert_never(message)
+
+
+def ingest_batch(
+    *, node_id: int, messages: list[Metrics | Logs], now: datetime
+) -> list[tuple[int, Refusal]]:
+    """Store several metrics and logs messages of one node together: one lookup of their
+    tasks, one insert per task and kind. Returns the refused ones, by index: a message
+    about a task attempt that does not run on this node."""
+    keys = {m.task for m in messages}
+    tasks = {
+        TaskKey(t.pk, t.attempt): t
+        for t in Task.objects.filter(node_id=node_id, pk__in={k.id for k in keys})
+        if TaskKey(t.pk, t.attempt) in keys
+    }
+    refused: list[tuple[int, Refusal]] = []
+    points: dict[TaskKey, list[dict[str, Any]]] = defaultdict(list)
+    lines: dict[tuple[TaskKey, str], list[str]] = defaultdict(list)
+    for i, message in enumerate(messages):
+        if message.task not in tasks:
+            why = f"no attempt {message.task.attempt} of task {message.task.id} runs on this node"
+            refused.append((i, Refusal("id", why)))
+        elif isinstance(message, Metrics):
+            points[message.task].extend(
+                {"step": p.step, "time": p.time, "values": p.values} for p in message.points
+            )
+        else:
+            lines[(message.task, message.stream.value)].extend(message.lines)
+    for key, reported in points.items():
+        if reported:
+            ingest_metrics(task=tasks[key], points=reported, now=now)
+    for (key, stream), output in lines.items():
+        ingest_logs(task=tasks[key], stream=stream, lines=output, now=now)
+    return refused
+
+
+def apply_heartbeats(beats: dict[int, tuple[Heartbeat, datetime]]) -> None:
+    """The latest heartbeat of each of many nodes, applied together: one UPDATE per set of
+    fields, one query for tasks to settle (usually none)."""
+    if not beats:
+        return
+    record_heartbeats([_record(node_id, hb, now) for node_id, (hb, now) in beats.items()])
+    for node_id in nodes_with_unstarted_stops(list(beats)):
+        heartbeat, now = beats[node_id]
+        settle_unstarted_tasks(node_id=node_id, live=_live(heartbeat), now=now)
+
+
+def _record(node_id: int, heartbeat: Heartbeat, now: datetime) -> HeartbeatRecord:
     usage: dict[str, Any] = dict(heartbeat.usage)
     if heartbeat.gpus:
         usage["gpus"] = [dict(g) for g in heartbeat.gpus]
     if heartbeat.ports_in_use:
         usage["ports_in_use"] = list(heartbeat.ports_in_use)
     isolation = heartbeat.isolation.value if heartbeat.isolation is not None else None
+    return HeartbeatRecord(node_id, usage, now, isolation, heartbeat.agent_version)
+
+
+def _live(heartbeat: Heartbeat) -> set[tuple[Any, Any]]:
+    return {(t.task.id, t.task.attempt) for t in heartbeat.tasks}
+
+
+def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
+    r = _record(node_id, heartbeat, now)
     record_heartbeat(
         node_id=node_id,
-        usage=usage,
+        usage=r.usage,
         now=now,
-        isolation=isolation,
-        agent_version=heartbeat.agent_version,
+        isolation=r.isolation,
+        agent_version=r.agent_version,
     )
-    settle_unstarted_tasks(
-        node_id=node_id, live={(t.task.id, t.task.attempt) for t in heartbeat.tasks}, now=now
-    )
+    settle_unstarted_tasks(node_id=node_id, live=_live(heartbeat), now=now)
 
 
 def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:
@@ -77,20 +144,3 @@ def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:
         message=status.message,
         now=now,
     )
-
-
-def _own_task(node_id: int, key: TaskKey) -> Task | None:
-    """The task attempt, if it runs on this node (another node's reports are ignored)."""
-    return Task.objects.filter(pk=key.id, attempt=key.attempt, node_id=node_id).first()
-
-
-def _metrics(node_id: int, metrics: Metrics, now: datetime) -> None:
-    task = _own_task(node_id, metrics.task)
-    if task is not None and metrics.points:
-        ingest_metrics(task=task, points=[p.to_wire() for p in metrics.points], now=now)
-
-
-def _logs(node_id: int, logs: Logs, now: datetime) -> None:
-    task = _own_task(node_id, logs.task)
-    if task is not None:
-        ingest_logs(task=task, stream=logs.stream.value, lines=list(logs.lines), now=now)

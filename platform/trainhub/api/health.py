@@ -1,4 +1,9 @@
-"""`/healthz` (the process is up) and `/readyz` (database and broker reachable)."""
+"""`/healthz` (the process is up) and `/readyz` (database and broker reachable).
+
+Both answer anyone (load balancers probe without credentials), but only a signed-in
+caller (session or API token) learns which check failed and how: anonymous callers get
+the status alone.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,21 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from .token_auth import BoundedTokenAuthentication
+
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
+
+
+def _signed_in(request: HttpRequest) -> bool:
+    """A session or an API token; False when that cannot be told (the database is down)."""
+    try:
+        if request.user.is_authenticated:
+            return True
+        return BoundedTokenAuthentication().authenticate(request) is not None
+    except Exception:
+        return False
 
 
 def readyz(request: HttpRequest) -> JsonResponse:
@@ -28,6 +45,7 @@ def readyz(request: HttpRequest) -> JsonResponse:
         except Exception as exc:
             checks["broker"] = f"error: {exc.__class__.__name__}"
     ready = all(v == "ok" for v in checks.values())
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503
-    )
+    body: dict[str, object] = {"status": "ok" if ready else "unavailable"}
+    if _signed_in(request):
+        body["checks"] = checks
+    return JsonResponse(body, status=200 if ready else 503)

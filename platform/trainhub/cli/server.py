@@ -28,7 +28,16 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("web", help="serve the web app and WebSockets (ASGI, uvicorn)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.set_defaults(handler=lambda a, _: _exec(_processes().web_command(a.host, a.port)))
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("TRAINHUB_WEB_WORKERS", "1")),
+        help="web processes sharing the port (default $TRAINHUB_WEB_WORKERS or 1); agents "
+        "and browsers spread over them",
+    )
+    p.set_defaults(
+        handler=lambda a, _: _exec([*_processes().web_command(a.host, a.port), *_workers(a)])
+    )
 
     p = sub.add_parser("worker", help="run a Celery worker (scheduling cycles)")
     p.set_defaults(handler=lambda a, _: _exec(_processes().worker_command()))
@@ -74,6 +83,12 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _workers(args: argparse.Namespace) -> list[str]:
+    if args.workers < 1:
+        raise SystemExit("trainhub web: --workers must be at least 1")
+    return ["--workers", str(args.workers)] if args.workers > 1 else []
 
 
 def standalone(args: argparse.Namespace, _: list[str]) -> int:

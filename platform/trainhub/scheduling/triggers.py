@@ -2,8 +2,12 @@
 
 Celery beat runs a cycle every `SCHEDULING_INTERVAL_SECONDS` regardless; these requests
 make the scheduler answer a submission, a finished task or a new node at once. Requests
-within `SCHEDULING_DEBOUNCE_SECONDS` of each other share one cycle (a Redis key set with
-NX), so a burst of events (a job of 20 tasks finishing) costs one cycle, not 20.
+merge: the first one claims a Redis key (SET NX) and queues a cycle to run
+`SCHEDULING_DEBOUNCE_SECONDS` later; the claim holds until that cycle *starts*
+(`cycle_started`), so every request until then shares it — a burst of events (a job of
+20 tasks finishing) costs one cycle, and a slow cycle has at most one waiting behind it,
+however many requests came meanwhile. A claim whose cycle was lost (a worker killed
+before it ran) expires after `CLAIM_TTL_SECONDS`; beat's periodic cycle covers the gap.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from trainhub.jobs.choices import JobState
 from .tasks import run_scheduling_cycle
 
 _ALWAYS = (JobSubmitted, JobScaled, NodeChanged, QuotaChanged)
+CLAIM_TTL_SECONDS = 30.0
 # A job the cycle itself placed (starting), or whose tasks all came up (running), holds
 # what the cycle already counted: those changes call for no new cycle. Every other one
 # does: a finished or cancelled job frees room and quota, a requeued one waits again.
@@ -70,17 +75,32 @@ def _redis(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=2)
 
 
-def _claim_cycle() -> bool:
-    """True if no cycle was requested within the debounce window (so this one queues it).
+def _key() -> str:
+    return f"{settings.REDIS_KEY_PREFIX}:scheduling:requested"
 
-    A request dropped here came before the queued cycle runs (it runs at the end of the
-    window), and its change had committed, so that cycle sees it.
+
+def _claim_cycle() -> bool:
+    """True if no queued cycle has yet to start (so this request queues one).
+
+    A request dropped here came before the queued cycle starts, and its change had
+    committed, so that cycle sees it.
     """
     window_ms = int(settings.SCHEDULING_DEBOUNCE_SECONDS * 1000)
     if window_ms <= 0:
         return True
-    key = f"{settings.REDIS_KEY_PREFIX}:scheduling:requested"
+    ttl_ms = max(window_ms, int(CLAIM_TTL_SECONDS * 1000))
     try:
-        return bool(_redis(settings.REDIS_URL).set(key, "1", nx=True, px=window_ms))
+        return bool(_redis(settings.REDIS_URL).set(_key(), "1", nx=True, px=ttl_ms))
     except redis.RedisError:
         return True  # the broker is the same Redis: the send will report the outage
+
+
+def cycle_started() -> None:
+    """A cycle is starting: what it will read includes every change committed so far, so
+    the next request must queue a cycle of its own."""
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        return
+    try:
+        _redis(settings.REDIS_URL).delete(_key())
+    except redis.RedisError:
+        pass  # the claim expires by itself

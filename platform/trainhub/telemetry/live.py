@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from trainhub.events import (
+    AccessChanged,
     Event,
     JobEventRecorded,
     JobPendingReasonChanged,
@@ -28,6 +29,11 @@ from trainhub.jobs.choices import JobState
 def job_group(job_id: int) -> str:
     """The channel-layer group of the browsers watching job `job_id`."""
     return f"job-{job_id}"
+
+
+def user_group(user_id: int) -> str:
+    """The group of every live feed user `user_id` has open: told when their access changes."""
+    return f"user-{user_id}"
 
 
 def _state(event: JobStateChanged) -> dict[str, Any]:
@@ -83,10 +89,16 @@ def feed_message(event: Event) -> tuple[int, dict[str, Any]] | None:
 
 
 def on_event(event: Event) -> None:
-    """Push `event` to the browsers watching its job (an `EVENT_HANDLERS` entry)."""
-    routed = feed_message(event)
+    """Push `event` to the browsers watching its job (an `EVENT_HANDLERS` entry); when a
+    user's access changed, their open feeds check it again (`JobStreamConsumer`)."""
     layer = get_channel_layer()
-    if routed is None or layer is None:
+    if layer is None:
+        return
+    if isinstance(event, AccessChanged):
+        async_to_sync(layer.group_send)(user_group(event.user_id), {"type": "access.changed"})
+        return
+    routed = feed_message(event)
+    if routed is None:
         return
     job_id, message = routed
     async_to_sync(layer.group_send)(job_group(job_id), message)

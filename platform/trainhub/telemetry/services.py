@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.utils.dateparse import parse_datetime
 
 from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
 from trainhub.jobs.models import Task
@@ -26,57 +25,118 @@ from .text import clean_text, storable
 MAX_LINE_CHARS = 4000
 
 
+# A stored point: (name, step, value, time).
+PointRow = tuple[str, int, float, datetime]
+# A live message carries at most this many buckets per series and batch: a browser gets
+# the shape of a flood of points, not the flood (each bucket: last point, min, max).
+LIVE_BUCKETS = 32
+
+
 def _parse_time(value: Any, default: datetime) -> datetime:
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    return parsed if parsed is not None and parsed.tzinfo is not None else default
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else default
+    if not isinstance(value, str):
+        return default
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return default
+    return parsed if parsed.tzinfo is not None else default
+
+
+def _rows(points: list[dict[str, Any]], now: datetime) -> list[PointRow]:
+    """The storable values of reported points; anything else is skipped."""
+    rows: list[PointRow] = []
+    for point in points:
+        if not isinstance(point, dict):
+            continue
+        step = point.get("step")
+        values = point.get("values")
+        if type(step) is not int or not isinstance(values, dict):
+            continue
+        time = _parse_time(point.get("time"), now)
+        for name, value in values.items():
+            if type(value) is int:
+                try:
+                    value = float(value)
+                except OverflowError:
+                    continue
+            elif type(value) is not float or not math.isfinite(value):
+                continue
+            if not isinstance(name, str) or not name or len(name) > 100 or not storable(name):
+                continue
+            rows.append((name, step, value, time))
+    return rows
 
 
 def ingest_metrics(
     *, task: Task, points: list[dict[str, Any]], now: datetime
 ) -> list[dict[str, Any]]:
-    """Store a batch of reported points and publish them; returns those stored, flattened.
+    """Store a batch of reported points, fold them into the rollups, and publish what a
+    watching browser needs of them (at most `LIVE_BUCKETS` buckets per series); returns
+    that.
 
-    Each point is `{"step": int, "time": iso, "values": {name: number}}`; values that are
-    not finite numbers, and names that cannot be stored, are skipped rather than failing
-    the whole batch. Values beyond the job's budget of points are counted, not stored.
+    Each point is `{"step": int, "time": iso or datetime, "values": {name: number}}`;
+    values that are not finite numbers, and names that cannot be stored, are skipped
+    rather than failing the whole batch. Values beyond the job's budget of points are
+    counted, not stored (nor published).
     """
-    rows: list[MetricPoint] = []
-    for point in points:
-        step = point.get("step")
-        values = point.get("values")
-        if not isinstance(step, int) or not isinstance(values, dict):
-            continue
-        time = _parse_time(point.get("time"), now)
-        for name, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            if not math.isfinite(value) or not isinstance(name, str) or len(name) > 100:
-                continue
-            if not storable(name):
-                continue
-            rows.append(
-                MetricPoint(
-                    job_id=task.job_id,
-                    task=task,
-                    name=name,
-                    step=step,
-                    value=float(value),
-                    time=time,
-                )
-            )
+    rows = _rows(points, now)
     if not rows:
         return []
     with transaction.atomic():
         kept = charge_points(locked_usage(task.job_id), len(rows))
         del rows[kept:]
-        MetricPoint.objects.bulk_create(rows)
-        store_rollups(task.job_id, [(r.name, r.step, r.value) for r in rows])
-    flat = [
-        {"name": r.name, "step": r.step, "value": r.value, "time": r.time.isoformat()} for r in rows
-    ]
-    if flat:
-        publish(MetricPointsIngested(job_id=task.job_id, points=tuple(flat)))
-    return flat
+        if rows:
+            _insert_points(task, rows)
+            store_rollups(task.job_id, [(name, step, value) for name, step, value, _ in rows])
+    if not rows:
+        return []
+    live = live_buckets(rows)
+    publish(MetricPointsIngested(job_id=task.job_id, points=tuple(live)))
+    return live
+
+
+def _insert_points(task: Task, rows: list[PointRow]) -> None:
+    """Raw rows: COPY on PostgreSQL (a tenth of an INSERT's cost), a bulk insert else."""
+    if connection.vendor != "postgresql":
+        MetricPoint.objects.bulk_create(
+            MetricPoint(job_id=task.job_id, task=task, name=n, step=s, value=v, time=t)
+            for n, s, v, t in rows
+        )
+        return
+    columns = "(job_id, task_id, name, step, value, time)"
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor
+        with raw.copy(f"COPY {MetricPoint._meta.db_table} {columns} FROM STDIN") as copy:
+            job, pk = task.job_id, task.pk
+            for name, step, value, time in rows:
+                copy.write_row((job, pk, name, step, value, time))
+
+
+def live_buckets(rows: list[PointRow]) -> list[dict[str, Any]]:
+    """Per series, the batch's points in at most `LIVE_BUCKETS` consecutive buckets, each
+    as its last point with the min and max of the bucket (a point alone: itself)."""
+    by_name: dict[str, list[PointRow]] = {}
+    for row in rows:
+        by_name.setdefault(row[0], []).append(row)
+    live = []
+    for name, series in by_name.items():
+        size = -(-len(series) // LIVE_BUCKETS)  # ceil
+        for i in range(0, len(series), size):
+            chunk = series[i : i + size]
+            values = [v for _, _, v, _ in chunk]
+            _, step, value, time = chunk[-1]
+            bucket: dict[str, Any] = {
+                "name": name,
+                "step": step,
+                "value": value,
+                "time": time.isoformat(),
+            }
+            if len(chunk) > 1:
+                bucket.update(min=min(values), max=max(values), count=len(chunk))
+            live.append(bucket)
+    return live
 
 
 # Rows per upsert statement: 9 parameters each stays well under SQLite's and PostgreSQL's

@@ -1,7 +1,8 @@
 """State changes for teams, memberships and quotas: every write goes through here.
 
 Each change is recorded in the audit log; quota changes publish `QuotaChanged`, on which
-the scheduler queues a cycle.
+the scheduler queues a cycle; a removal from a team or a changed platform role publishes
+`AccessChanged`, on which the user's open live feeds check their access again.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.db import transaction
 from django.forms.models import model_to_dict
 
 from trainhub.audit.services import Actor, record_change
-from trainhub.events import QuotaChanged, publish
+from trainhub.events import AccessChanged, QuotaChanged, publish
 
 from .choices import Priority, Role
 from .models import Membership, PriorityCap, Quota, Team
@@ -137,7 +138,7 @@ def remove_member(*, membership: Membership, actor: Actor = None) -> None:
         before={"user": locked.user.username, "role": locked.role},
         after=None,
     )
-    locked.delete()
+    locked.delete()  # `access_lost` publishes AccessChanged
 
 
 @transaction.atomic
@@ -224,6 +225,13 @@ def create_user(
     return user
 
 
+def access_lost(sender: Any, instance: Membership | User, **kwargs: Any) -> None:
+    """`post_delete` of a membership or a user, however deleted (here, the admin, a
+    cascade): the user's open live feeds check their access again."""
+    user_id = instance.user_id if isinstance(instance, Membership) else instance.pk
+    publish(AccessChanged(user_id=user_id))
+
+
 # The fields of a user that make up its platform role; their changes are audited.
 USER_ROLE_FIELDS = ("is_active", "is_staff", "is_superuser")
 
@@ -238,13 +246,16 @@ def save_user(*, user: User, actor: Actor = None) -> User:
         else dict(User.objects.filter(pk=user.pk).values(*USER_ROLE_FIELDS).first() or {})
     )
     user.save()
+    after = {name: getattr(user, name) for name in USER_ROLE_FIELDS}
     record_change(
         actor=actor,
         action="user.create" if created else "user.roles",
         target=user,
         before=before,
-        after={name: getattr(user, name) for name in USER_ROLE_FIELDS},
+        after=after,
     )
+    if not created and before != after:
+        publish(AccessChanged(user_id=user.pk))
     return user
 
 

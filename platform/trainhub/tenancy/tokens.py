@@ -1,19 +1,31 @@
-"""Personal API tokens (knox: several per user, stored hashed, optional expiry).
+"""Personal API tokens (knox: several per user, stored hashed, each expiring).
 
-The API (`/api/v1/tokens/`) and the account page both issue and revoke tokens here.
+The API (`/api/v1/tokens/`) and the account page both issue and revoke tokens here. No
+token outlives `TOKEN_MAX_DAYS` (`TRAINHUB_TOKEN_MAX_DAYS`), and a password change ends
+all of the user's tokens (`revoke_on_password_change`, connected by `TenancyConfig`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth.hashers import check_password
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from knox.models import AuthToken
+
+from trainhub.events import AccessChanged, publish
+
+
+class TokenLifetimeError(ValueError):
+    """The expiry asked for is later than `TOKEN_MAX_DAYS` allows."""
+
+    field = "expires_at"
 
 
 @dataclass(frozen=True)
@@ -28,10 +40,33 @@ def tokens_of(user: Any) -> QuerySet[AuthToken]:
     return AuthToken.objects.filter(user=user).order_by("-created")
 
 
+def latest_expiry(now: datetime) -> datetime:
+    """The latest a token issued at `now` may expire."""
+    return now + timedelta(days=settings.TOKEN_MAX_DAYS)
+
+
+def lifetime_problem(expires_at: datetime, now: datetime) -> str | None:
+    """Why `expires_at` is too late for a token issued at `now`; None when it is not."""
+    if expires_at > latest_expiry(now):
+        days = settings.TOKEN_MAX_DAYS
+        return f"At most {days} days from now (the server's TRAINHUB_TOKEN_MAX_DAYS)."
+    return None
+
+
 @transaction.atomic
 def issue_token(*, user: User, expires_at: datetime | None) -> IssuedToken:
-    ttl = None if expires_at is None else expires_at - timezone.now()
-    instance, secret = AuthToken.objects.create(user, ttl)
+    """A new token expiring at `expires_at`; None: as late as `TOKEN_MAX_DAYS` allows.
+
+    Raises:
+        TokenLifetimeError: `expires_at` is later than that.
+    """
+    now = timezone.now()
+    if expires_at is None:
+        expires_at = latest_expiry(now)
+    problem = lifetime_problem(expires_at, now)
+    if problem:
+        raise TokenLifetimeError(problem)
+    instance, secret = AuthToken.objects.create(user, expires_at - now)
     return IssuedToken(key=instance.token_key, secret=secret, expiry=instance.expiry)
 
 
@@ -40,3 +75,33 @@ def revoke_token(*, user: User, key: str) -> bool:
     """Delete the user's token named `key`; it stops working at once. False if unknown."""
     deleted, _ = AuthToken.objects.filter(user=user, token_key=key).delete()
     return bool(deleted)
+
+
+def note_password_change(sender: Any, instance: User, raw: bool = False, **kwargs: Any) -> None:
+    """`pre_save` of a user: remember whether this save gives it another password.
+
+    Saving the same password again (Django re-hashing it on sign-in when its hasher's
+    settings change) is no change.
+    """
+    update_fields = kwargs.get("update_fields")
+    instance._password_changed = False  # type: ignore[attr-defined]
+    if (
+        raw
+        or instance.pk is None
+        or (update_fields is not None and "password" not in update_fields)
+    ):
+        return
+    stored = User.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
+    if stored is None or stored == instance.password:
+        return
+    raw_password = getattr(instance, "_password", None)
+    same = raw_password is not None and check_password(raw_password, stored)
+    instance._password_changed = not same  # type: ignore[attr-defined]
+
+
+def revoke_on_password_change(sender: Any, instance: User, **kwargs: Any) -> None:
+    """`post_save` of a user: a new password ends every personal API token it had."""
+    if getattr(instance, "_password_changed", False):
+        AuthToken.objects.filter(user=instance).delete()
+        instance._password_changed = False  # type: ignore[attr-defined]
+        publish(AccessChanged(user_id=instance.pk))

@@ -11,7 +11,9 @@ from datetime import datetime, time, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.validators import MaxValueValidator
 from django.utils import timezone
 
 from trainhub.tenancy.choices import Priority, Role
@@ -25,9 +27,9 @@ from trainhub.tenancy.resources import (
     Resources,
 )
 from trainhub.tenancy.services import QuotaValues
+from trainhub.tenancy.tokens import lifetime_problem
 
 RESOURCE_LABELS = {"cpu": "CPU cores", "memory_mb": "Memory (MiB)", "gpu": "GPUs"}
-TOKEN_MAX_DAYS = 3650
 
 
 def _amount_field(resource: str, *, label: str, required: bool) -> forms.Field:
@@ -134,15 +136,25 @@ class QuotaForm(forms.Form):
 
 
 class TokenForm(forms.Form):
-    """A new personal API token; with neither field it never expires (as in the API)."""
+    """A new personal API token; with neither field it lives as long as the server allows
+    (`TRAINHUB_TOKEN_MAX_DAYS`), as in the API."""
 
     expires_in_days = forms.IntegerField(
         label="Expires in (days)",
         min_value=1,
-        max_value=TOKEN_MAX_DAYS,
         required=False,
-        help_text="Blank (and no date): never expires.",
+        help_text="Blank (and no date): the longest this server allows.",
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        days = self.fields["expires_in_days"]
+        assert isinstance(days, forms.IntegerField)
+        days.max_value = settings.TOKEN_MAX_DAYS
+        days.validators.append(MaxValueValidator(settings.TOKEN_MAX_DAYS))
+        days.widget.attrs["max"] = settings.TOKEN_MAX_DAYS
+        days.help_text = f"Blank (and no date): {settings.TOKEN_MAX_DAYS} days, the most allowed."
+
     expires_on = forms.DateField(
         label="Or valid until (date)",
         required=False,
@@ -163,5 +175,7 @@ class TokenForm(forms.Form):
             expires_at = datetime.combine(day + timedelta(days=1), time.min, tzinfo=zone)
             if expires_at <= timezone.now():
                 self.add_error("expires_on", "Must be in the future.")
+            elif problem := lifetime_problem(expires_at, timezone.now()):
+                self.add_error("expires_on", problem)
         data["expires_at"] = expires_at
         return data

@@ -3,6 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from .signin import throttled_sign_in
 from .views import (
     account,
     compare,
@@ -16,7 +17,7 @@ from .views import (
 )
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", throttled_sign_in(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", dashboard.dashboard, name="web-dashboard"),
     path("jobs/", job_list.job_list, name="web-job-list"),

@@ -35,7 +35,9 @@ class FakeControlPlane:
         self.enrollments: list[dict[str, Any]] = []
         self.http_auth: list[str | None] = []
         self.ws_auth: list[str | None] = []
-        self.received: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []  # every message, its `seq` taken out
+        self.seqs: list[int | None] = []  # the `seq` of each received message
+        self.acking = True  # acknowledge each numbered message at once
         self.open_sockets: list[ServerConnection] = []
         self._front_streams: list[asyncio.StreamWriter] = []
         self._ws_server: Server | None = None
@@ -102,7 +104,12 @@ class FakeControlPlane:
         self.open_sockets.append(ws)
         try:
             async for raw in ws:
-                self.received.append(json.loads(raw))
+                message = json.loads(raw)
+                seq = message.pop("seq", None)
+                self.received.append(message)
+                self.seqs.append(seq)
+                if self.acking and seq is not None:
+                    await ws.send(json.dumps({"type": "ack", "seq": seq}))
         finally:
             self.open_sockets.remove(ws)
 

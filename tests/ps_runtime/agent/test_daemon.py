@@ -283,6 +283,41 @@ def test_sigterm_leaves_tasks_running_and_the_next_agent_adopts_them(tmp_path: P
     _run(scenario())
 
 
+def test_unacknowledged_messages_are_sent_again_after_a_reconnect(tmp_path: Path) -> None:
+    """The server stops acknowledging and the connection is cut: the task's status and
+    output go again on the next connection, and the task table records them only once
+    they are acknowledged."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        cp.acking = False
+        cp.set_tasks([_task_json(mode="exit")])
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path, reconcile_interval=60)
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: (31, 1, "succeeded") in statuses(cp.received), what="succeeded")
+        assert agent.outbox.in_flight() > 0
+        table = tmp_path / "work" / "tasks.json"
+        assert '"id": 31' in table.read_text()  # not acknowledged: not done with yet
+        first = len(cp.received)
+        cp.acking = True
+        cp.drop_connections()
+        await _until(
+            lambda: (31, 1, "succeeded") in statuses(cp.received[first:]), what="sent again"
+        )
+        await _until(lambda: not agent.outbox.in_flight(), what="acknowledged")
+        assert agent.uplink.resent > 0
+        again = cp.received[first:]
+        assert (31, 1, "succeeded") in statuses(again)  # sent again, numbered anew
+        assert "hello from task" in log_lines(again, "stdout")
+        assert cp.seqs[first] == 1
+        await _until(lambda: '"id": 31' not in table.read_text(), what="table updated")
+        agent.request_stop()
+        assert await run == 0
+        await cp.close()
+
+    _run(scenario())
+
+
 def test_agent_process_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
     """`trainhub-agent run` as a real process: connects, exits 0 on SIGTERM."""
 

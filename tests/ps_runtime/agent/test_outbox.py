@@ -90,3 +90,40 @@ def test_has_room_until_half_the_budget_then_again_after_a_drain() -> None:
     assert box.has_room()
     box.requeue(unsent)  # a failed send puts them back, and they count again
     assert not box.has_room()
+
+
+def test_taken_messages_stay_in_flight_until_acknowledged() -> None:
+    box = Outbox()
+    box.add_status(TaskStatus(KEY, ReportedState.RUNNING))
+    box.add_log(KEY, OUT, "a")
+    taken = box.take(1, mark="snapshot-1")
+    assert [seq for seq, _ in taken] == [1, 2]
+    assert box.in_flight() == 2 and len(box) == 0
+    box.add_log(KEY, OUT, "b")
+    assert [seq for seq, _ in box.take(3, mark="snapshot-2")] == [3]
+    assert box.acknowledge(1) == []  # the mark goes with the last message of its take
+    assert box.acknowledge(3) == ["snapshot-1", "snapshot-2"]
+    assert box.in_flight() == 0
+
+
+def test_a_lost_connection_sends_the_unacknowledged_again_first() -> None:
+    box = Outbox()
+    box.add_status(TaskStatus(KEY, ReportedState.RUNNING))
+    box.add_log(KEY, OUT, "a")
+    box.take(1, mark="m")
+    box.acknowledge(1)  # the status arrived; the log batch's ack was lost with the socket
+    box.add_log(KEY, OUT, "b")
+    assert box.resend_unacknowledged() == 1
+    again = box.take(1)  # a new connection numbers from 1
+    assert [(seq, m.to_wire().get("lines")) for seq, m in again] == [(1, ["a"]), (2, ["b"])]
+    assert box.acknowledge(2) == ["m"]  # the mark came back with its message
+
+
+def test_messages_in_flight_count_against_the_room() -> None:
+    box = Outbox(max_bytes=200)
+    for i in range(5):
+        box.add_log(KEY, OUT, f"line-{i}" + "x" * 20)
+    box.take(1)
+    assert not box.has_room()  # sent but not acknowledged: still held
+    box.acknowledge(1)
+    assert box.has_room()

@@ -11,6 +11,7 @@ import pytest
 
 from ps_runtime.agent.protocol import (
     DEFAULT_STOP_GRACE_SECONDS,
+    Ack,
     AgentMessage,
     DesiredTask,
     DesiredTasks,
@@ -180,6 +181,8 @@ MESSAGES: list[AgentMessage] = [
     Logs(KEY, LogStream.STDERR, ("a", "", "ü")),
     TasksChanged(),
     ErrorMessage("id must be an integer, got '31'"),
+    ErrorMessage("points[3].step must be an integer >= 0, got -1", 12, "points[3].step"),
+    Ack(7),
 ]
 
 
@@ -270,6 +273,10 @@ NAN, INF = float("nan"), float("inf")
         (_metrics(_point(values={"": 1})), "points[0].values", "an empty string"),
         (_metrics(_point(values=None)), "points[0].values", "is required"),
         (_metrics(_point(step=True)), "points[0].step", "an integer"),
+        (_metrics(_point(step=-1)), "points[0].step", ">= 0"),
+        (_metrics(_point(step=10**30)), "points[0].step", f"<= {2**53}"),
+        (_metrics(*[_point()] * 1001), "points", "at most 1000 items, got 1001"),
+        (_logs(lines=["a"] * 1001), "lines", "at most 1000 items"),
         (_metrics(_point(time="yesterday")), "points[0].time", "an ISO 8601 time"),
         (_metrics(_point(time="2025-01-01T12:00:00")), "points[0].time", "with a timezone"),
         (_metrics(_point(time=1.0)), "points[0].time", "a string"),
@@ -285,10 +292,19 @@ def test_malformed_field_is_refused_by_name(message: Any, field: str, said: str)
     assert said in text
 
 
+def test_log_lines_are_cleaned_not_refused() -> None:
+    """NUL and lone surrogates (invalid UTF-8 on the way) become U+FFFD; nothing is lost."""
+    logs = parse_from_agent(_logs(lines=["a\x00b", "c\ud800d", "fine ü"]))
+    assert isinstance(logs, Logs)
+    assert logs.lines == ("a\ufffdb", "c\ufffd\ufffd\ufffdd", "fine ü")
+
+
 def test_directions_are_kept_apart() -> None:
     _refused(parse_from_agent, {"type": "tasks_changed"}, "type 'tasks_changed'")
     _refused(parse_from_server, {"type": "heartbeat"}, "type 'heartbeat'")
     assert parse_from_server({"type": "error", "message": "x"}) == ErrorMessage("x")
+    assert parse_from_server({"type": "ack", "seq": 3}) == Ack(3)
+    _refused(parse_from_agent, {"type": "ack", "seq": 3}, "type 'ack'")
     assert isinstance(parse_from_agent({"type": "heartbeat"}), Heartbeat)
 
 

@@ -135,7 +135,7 @@ def test_revoking_closes_the_nodes_socket_at_once() -> None:
         closed = await agent.receive_output(timeout=5)
         assert closed == {"type": "websocket.close", "code": CLOSE_UNAUTHORIZED}
         assert await bystander.receive_nothing(timeout=0.3)
-        await bystander.disconnect()
+        await bystander.disconnect(timeout=10)
         # Reconnecting with the revoked credential is refused too.
         connected, code = await _socket(credential).connect()
         assert not connected and code == CLOSE_UNAUTHORIZED

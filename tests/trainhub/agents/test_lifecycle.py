@@ -177,6 +177,18 @@ def test_coordinator_exit_75_restarts_the_job_and_other_failures_do_not(
     assert job.message == "coordinator 0 exited with code 1"
 
 
+def test_a_coordinator_killed_by_a_signal_restarts_the_job(setup: dict[str, Any]) -> None:
+    job, tasks = _running_job(setup, max_restarts=1)
+    coordinator = next(t for t in tasks if t["role"] == "coordinator")
+    report(setup["node"].pk, coordinator, "failed", 137)  # SIGKILL: the OOM killer, kill -9
+    job.refresh_from_db()
+    assert job.state == JobState.RESTARTING
+    assert job.events.filter(to_state=JobState.RESTARTING).get().reason == (
+        "coordinator 0 exited with code 137; restarting the job from its last checkpoint "
+        "(restart 1 of 1)"
+    )
+
+
 def test_scaling_a_running_job_adds_and_removes_workers(setup: dict[str, Any]) -> None:
     from trainhub.jobs.services import scale_job
 
@@ -284,7 +296,7 @@ def test_agent_socket_authenticates_and_receives_task_notices() -> None:
         await database_sync_to_async(make_job)(alice)
         await database_sync_to_async(run_cycle)(now=timezone.now())
         assert await agent.receive_json_from(timeout=5) == {"type": "tasks_changed"}
-        await agent.disconnect()
+        await agent.disconnect(timeout=10)
 
     async_to_sync(scenario)()
     node.refresh_from_db()

@@ -7,6 +7,7 @@ import re
 import pytest
 from rest_framework.test import APIClient
 from trainhub.tenancy.choices import Role
+from trainhub.tenancy.tokens import issue_token
 
 from ..factories import make_team, make_user, spec
 
@@ -26,6 +27,18 @@ def test_docs_and_schema_are_served_locally() -> None:
     assert {"cpu", "memory_mb", "gpu", "borrowing_limit", "lending_limit"} <= set(quota)
     for path in ("/api/v1/tokens/{id}/", "/api/v1/teams/{slug}/members/", "/api/v1/users/"):
         assert path in schema["paths"]
+
+
+@pytest.mark.parametrize("path", ["/api/schema/", "/api/docs/"])
+def test_the_schema_and_the_docs_need_a_login(path: str) -> None:
+    anonymous = APIClient().get(path)
+    assert anonymous.status_code in (401, 403)
+    assert b"/api/v1/jobs/" not in anonymous.content
+    script = APIClient()
+    script.credentials(
+        HTTP_AUTHORIZATION=f"Token {issue_token(user=make_user('bob'), expires_at=None).secret}"
+    )
+    assert script.get(path).status_code == 200
 
 
 def test_null_characters_in_job_args_are_a_400_not_a_crash() -> None:

@@ -85,7 +85,8 @@ def test_a_change_the_scheduler_sees_queues_one_cycle(
     triggers.on_event(event)
     assert sent == [{"countdown": WINDOW_SECONDS}]
     ttl_ms = broker.pttl(_key(settings))
-    assert 0 < ttl_ms <= WINDOW_SECONDS * 1000  # the debounce window is open
+    # Claimed until the queued cycle starts; a lost one's claim expires by itself.
+    assert 0 < ttl_ms <= max(WINDOW_SECONDS, triggers.CLAIM_TTL_SECONDS) * 1000
 
 
 @pytest.mark.parametrize("event", QUIET_EVENTS, ids=repr)
@@ -103,9 +104,26 @@ def test_a_burst_of_events_shares_one_cycle(
     for event in CYCLE_EVENTS:
         triggers.on_event(event)
     assert len(sent) == 1
-    broker.delete(_key(settings))  # the window closed: the next change queues a new cycle
+    triggers.cycle_started()  # the queued cycle starts: the next change queues a new one
     triggers.on_event(events.QuotaChanged(team_id=2))
     assert len(sent) == 2
+
+
+def test_requests_merge_until_the_queued_cycle_starts_then_queue_one_more(
+    broker: redis.Redis, sent: list[dict[str, Any]], settings: Any
+) -> None:
+    """A slow cycle: a burst of 1,000 requests while one is queued or running leaves at
+    most one cycle waiting behind the running one."""
+    triggers.on_event(events.QuotaChanged(team_id=1))
+    for _ in range(1000):  # the queued cycle has not started: all merge into it
+        triggers.on_event(events.QuotaChanged(team_id=1))
+    assert len(sent) == 1
+    triggers.cycle_started()  # it starts (and runs for a while)
+    for _ in range(1000):
+        triggers.on_event(events.QuotaChanged(team_id=1))
+    assert len(sent) == 2  # one more, behind the running one
+    triggers.cycle_started()
+    assert not broker.exists(_key(settings))
 
 
 def test_without_a_debounce_window_every_change_queues_a_cycle(

@@ -55,10 +55,12 @@ def test_a_new_tokens_secret_is_shown_once_and_works(alice: User) -> None:
     page = response.content.decode()
     secret = _secret(page)
     assert f"trainhub login http://testserver --token {secret}" in page
-    assert "It never expires." in page
+    assert "It expires" in page and "It never expires." not in page
     assert _api_status(secret) == 200
     token = AuthToken.objects.get(user=alice)
-    assert token.expiry is None
+    # Neither field: the longest the server allows (TRAINHUB_TOKEN_MAX_DAYS, 90 by default).
+    assert token.expiry is not None
+    assert abs(token.expiry - (timezone.now() + timedelta(days=90))) < timedelta(minutes=1)
     again = client.get("/account/").content.decode()
     assert secret not in again and f"{token.token_key}…" in again
 

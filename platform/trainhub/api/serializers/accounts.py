@@ -18,7 +18,10 @@ class ApiTokenSerializer(serializers.Serializer):
 
 class ApiTokenRequestSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(
-        required=False, allow_null=True, help_text="When it stops working (null: never)."
+        required=False,
+        allow_null=True,
+        help_text="When it stops working; at most TRAINHUB_TOKEN_MAX_DAYS days from now "
+        "(null or absent: that latest time).",
     )
 
     def validate_expires_at(self, value: datetime | None) -> datetime | None:
@@ -30,7 +33,7 @@ class ApiTokenRequestSerializer(serializers.Serializer):
 class IssuedApiTokenSerializer(serializers.Serializer):
     id = serializers.CharField()
     token = serializers.CharField(help_text="The secret; shown only this once.")
-    expiry = serializers.DateTimeField(allow_null=True)
+    expiry = serializers.DateTimeField()
 
     @staticmethod
     def document(key: str, token: str, expiry: datetime | None) -> dict[str, Any]:

@@ -176,9 +176,12 @@ class UserSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError(f"A user '{value}' already exists.")
         return value
 
-    def validate_password(self, value: str) -> str:
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The validators (settings.AUTH_PASSWORD_VALIDATORS) compare it with the new
+        # user's name and email, so they run once those are known.
+        user = User(username=attrs.get("username", ""), email=attrs.get("email", ""))
         try:
-            validate_password(value)
+            validate_password(attrs.get("password", ""), user=user)
         except DjangoValidationError as exc:
-            raise serializers.ValidationError(list(exc.messages)) from exc
-        return value
+            raise serializers.ValidationError({"password": list(exc.messages)}) from exc
+        return attrs

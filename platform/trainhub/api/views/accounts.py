@@ -6,13 +6,13 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from knox.models import AuthToken
-from rest_framework import status, viewsets
+from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from trainhub.tenancy.tokens import issue_token, revoke_token
+from trainhub.tenancy.tokens import TokenLifetimeError, issue_token, revoke_token
 
 from ..serializers.accounts import (
     ApiTokenRequestSerializer,
@@ -23,7 +23,8 @@ from .jobs import _user
 
 
 class ApiTokenViewSet(viewsets.ViewSet):
-    """Your API tokens: several at once, stored hashed, each optionally expiring.
+    """Your API tokens: several at once, stored hashed, each expiring (at most
+    `TRAINHUB_TOKEN_MAX_DAYS` after it is made). A password change revokes them all.
 
     The secret is shown once, when the token is created.
     """
@@ -57,9 +58,12 @@ class ApiTokenViewSet(viewsets.ViewSet):
     def create(self, request: Request) -> Response:
         params = ApiTokenRequestSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        issued = issue_token(
-            user=_user(request), expires_at=params.validated_data.get("expires_at")
-        )
+        try:
+            issued = issue_token(
+                user=_user(request), expires_at=params.validated_data.get("expires_at")
+            )
+        except TokenLifetimeError as exc:
+            raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         return Response(
             IssuedApiTokenSerializer.document(issued.key, issued.secret, issued.expiry),
             status=status.HTTP_201_CREATED,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from .placement import Placement, place_job, rescale_workers, set_pending_reasons
 from .preemption import advance_preemption, preempt_job
 from .reports import (
+    nodes_with_unstarted_stops,
     record_task_status,
     release_lost_nodes,
     settle_unstarted_tasks,
@@ -31,6 +32,7 @@ __all__ = [
     "cancel_job",
     "check_submission",
     "clone_job",
+    "nodes_with_unstarted_stops",
     "place_job",
     "preempt_job",
     "record_task_status",

@@ -33,8 +33,9 @@ def record_task_status(
 ) -> None:
     """Apply what an agent reported about one of its task processes.
 
-    A report about an earlier attempt, another node's task or a task already over is
-    ignored: agents re-send reports, and a restarted task has a new attempt number.
+    A report about an earlier attempt, another node's task or a task already over, or a
+    repeated `running`, is ignored: agents re-send what was not acknowledged, and a
+    restarted task has a new attempt number.
     """
     task = (
         Task.objects.select_for_update()
@@ -44,6 +45,8 @@ def record_task_status(
     )
     if task is None or task.state not in TASK_ACTIVE:
         return
+    if state == TaskState.RUNNING and task.state == TaskState.RUNNING:
+        return  # a status sent again after a reconnection: already applied
     updates: dict[str, Any] = {"state": state}
     if state == TaskState.RUNNING:
         updates["started_at"] = now
@@ -93,13 +96,20 @@ def _ended(
     what = f"{task.role} {task.index} exited with code {exit_code}"
     detail = f"{what}: {message}" if message else what
     max_restarts = job.job_spec.max_restarts
-    restartable = task.role != TaskRole.COORDINATOR or exit_code == EXIT_PS_LOST
+    restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
     if restartable and job.restarts < max_restarts:
         _restart_after_failure(job, task, detail, actor=actor, now=now)
         return
     if restartable and max_restarts:
         detail = f"{detail} (after {job.restarts} restarts, the spec's max_restarts)"
     transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
+
+
+def _lost_not_failed(exit_code: int | None) -> bool:
+    """A coordinator that lost a parameter server (exit 75), was killed by a signal (128 +
+    N: the OOM killer, an operator's kill -9) or vanished with no status is restarted from
+    the last checkpoint; one that exited with an error of its own (user code) is not."""
+    return exit_code is None or exit_code == EXIT_PS_LOST or exit_code > 128
 
 
 def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now: datetime) -> None:
@@ -152,6 +162,16 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
 
 
 @transaction.atomic
+def nodes_with_unstarted_stops(node_ids: list[int]) -> set[int]:
+    """Which of these nodes hold a task stopped before it started (one query; what
+    `settle_unstarted_tasks` would look at)."""
+    return set(
+        Task.objects.filter(
+            node_id__in=node_ids, state=TaskState.ASSIGNED, desired=DesiredState.STOP
+        ).values_list("node_id", flat=True)
+    )
+
+
 def settle_unstarted_tasks(*, node_id: int, live: set[tuple[Any, Any]], now: datetime) -> int:
     """Tasks stopped before their agent started them will never be reported on: once the
     node's heartbeat (its live task attempts) shows they are not running, they are

@@ -1,5 +1,6 @@
-"""The account page: personal API tokens (created with an optional expiry, the secret shown
-once, revoked at once) and how to sign the CLI in to this server."""
+"""The account page: personal API tokens (created with an expiry, at most
+`TRAINHUB_TOKEN_MAX_DAYS` away; the secret shown once; revoked at once) and how to sign the
+CLI in to this server."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from trainhub.tenancy.tokens import issue_token, revoke_token, tokens_of
+from trainhub.tenancy.tokens import TokenLifetimeError, issue_token, revoke_token, tokens_of
 
 from ..htmx import is_fragment_request, render_page
 from ..team_forms import TokenForm
@@ -53,7 +54,11 @@ def token_create(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST)
     if not form.is_valid():
         return render_page(request, PAGE, FRAGMENT, _context(request, token_form=form), status=400)
-    issued = issue_token(user=_user(request), expires_at=form.cleaned_data["expires_at"])
+    try:
+        issued = issue_token(user=_user(request), expires_at=form.cleaned_data["expires_at"])
+    except TokenLifetimeError as exc:  # the form checks too; this is the last word
+        form.add_error(None, str(exc))
+        return render_page(request, PAGE, FRAGMENT, _context(request, token_form=form), status=400)
     return render_page(request, PAGE, FRAGMENT, _context(request, issued=issued), status=201)
 
 

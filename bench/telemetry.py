@@ -1,0 +1,399 @@
+"""The agent gateway under load: N simulated agents against a real server.
+
+    .venv/bin/python bench/telemetry.py [--agents 100,300,1000] [--senders 20]
+        [--seconds 30] [--workers 2]
+
+Per case, on PostgreSQL and Redis instances of its own (`tests/instances.py`: initdb +
+pg_ctl and redis-server on free loopback ports, never the shared ones):
+- migrates, enrolls `--agents` nodes, gives `--senders` of them a running task each, and
+  loads one job with a 1,000,000-point series (as `bench/job_page.py` does);
+- starts the server as `trainhub web --workers N` does (uvicorn, one shared port);
+- connects every agent over a real WebSocket (`/ws/agent/`, its node credential); each
+  sends a numbered heartbeat every 5 s (first one at a random offset) and times it to
+  the `ack` that covers it; each sender streams metric batches of 1,000 points (two in
+  flight at most, as fast as they are acknowledged);
+- halfway through, reads the 1M-point series with `max_points=1000` over HTTP (time,
+  bytes, and the web processes' peak memory);
+- every 2 s counts the simulated nodes the platform would call lost (no heartbeat within
+  `TRAINHUB_NODE_LOST_AFTER`).
+
+Prints `{"cases": [{"agents", "heartbeat_rtt_ms": {"p50", "p99", "max"}, "heartbeats",
+"ingest_points_per_s", "refused", "nodes_marked_lost", "read_1m": {...}}]}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
+
+from tests.instances import free_port, instances  # noqa: E402
+
+HEARTBEAT_S = 5.0
+BATCH_POINTS = 1000
+SERIES_POINTS = 1_000_000
+PASSWORD = "bench-password-1"
+
+
+@dataclass
+class Stats:
+    rtts: list[float] = field(default_factory=list)
+    points_acked: int = 0
+    refused: int = 0
+    errors: list[str] = field(default_factory=list)
+    lost_max: int = 0
+
+
+def _setup(agents: int, senders: int) -> tuple[list[str], list[dict[str, int]], int]:
+    """Nodes and their credentials, the senders' task keys, the 1M-point job's id."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    from django.db import connection
+    from job_page import _load_job
+    from trainhub.jobs.models import Job, Task
+    from trainhub.tenancy.choices import Role
+
+    from tests.trainhub.factories import make_node, make_team, make_user, spec
+
+    alice = make_user("alice")
+    alice.set_password(PASSWORD)
+    alice.save()
+    team = make_team("recsys", members={alice: Role.MEMBER})
+    credentials, nodes = [], []
+    for i in range(agents):
+        node, credential = make_node(f"sim-{i:04d}", cpus=8, memory_mb=32768)
+        credentials.append(credential)
+        nodes.append(node)
+    tasks = []
+    for i in range(senders):
+        job = Job.objects.create(
+            team=team, name=f"sender-{i}", submitted_by=alice, spec=spec(), state="running"
+        )
+        task = Task.objects.create(
+            job=job,
+            role="worker",
+            index=0,
+            cpu=0.5,
+            memory_mb=512,
+            node=nodes[i],
+            state="running",
+            attempt=1,
+        )
+        tasks.append({"id": task.pk, "attempt": 1})
+    big = _load_job(alice, SERIES_POINTS // 2)  # two series of 500k: 1M points in the job
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    connection.close()
+    return credentials, tasks, big
+
+
+def _batch(step0: int, seq: int, task: dict[str, int]) -> str:
+    points = ",".join(
+        f'{{"step":{s},"time":null,"values":{{"loss":{1.0 / (s + 1):.6f}}}}}'
+        for s in range(step0, step0 + BATCH_POINTS)
+    )
+    return (
+        f'{{"type":"metrics","id":{task["id"]},"attempt":{task["attempt"]},'
+        f'"seq":{seq},"points":[{points}]}}'
+    )
+
+
+async def _agent(
+    url: str, credential: str, task: dict[str, int] | None, stop: asyncio.Event, stats: Stats
+) -> None:
+    from websockets.asyncio.client import connect
+
+    headers = {"Authorization": f"Node {credential}"}
+    async with connect(url, additional_headers=headers, open_timeout=60, max_size=None) as ws:
+        seq = 0
+        sent_at: dict[int, float] = {}  # heartbeat seq -> time sent
+        batches: dict[int, None] = {}  # metric batch seqs in flight
+        window = asyncio.Semaphore(2)
+
+        async def receive() -> None:
+            async for raw in ws:
+                frame = json.loads(raw)
+                if frame["type"] == "ack":
+                    now = time.perf_counter()
+                    for s in [s for s in sent_at if s <= frame["seq"]]:
+                        stats.rtts.append((now - sent_at.pop(s)) * 1000)
+                    for s in [s for s in batches if s <= frame["seq"]]:
+                        del batches[s]
+                        stats.points_acked += BATCH_POINTS
+                        window.release()
+                elif frame["type"] == "error":
+                    stats.refused += 1
+
+        async def heartbeats() -> None:
+            nonlocal seq
+            await asyncio.sleep(random.uniform(0, HEARTBEAT_S))
+            while not stop.is_set():
+                seq += 1
+                sent_at[seq] = time.perf_counter()
+                beat = {"type": "heartbeat", "usage": {"cpu_percent": 3.0}, "tasks": [], "seq": seq}
+                await ws.send(json.dumps(beat))
+                await asyncio.sleep(HEARTBEAT_S)
+
+        async def metrics() -> None:
+            nonlocal seq
+            assert task is not None
+            step = 0
+            while not stop.is_set():
+                await window.acquire()
+                seq += 1
+                batches[seq] = None
+                await ws.send(_batch(step, seq, task))
+                step += BATCH_POINTS
+
+        jobs = [asyncio.create_task(receive()), asyncio.create_task(heartbeats())]
+        if task is not None:
+            jobs.append(asyncio.create_task(metrics()))
+        await stop.wait()
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+
+def _lost_count(lost_after: float) -> int:
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+    from trainhub.nodes.models import Node
+
+    count = Node.objects.filter(
+        last_seen__lt=timezone.now() - timedelta(seconds=lost_after)
+    ).count()
+    connection.close()
+    return count
+
+
+def _peak_rss_mb(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total = max(total, int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return round(total, 1)
+
+
+def _web_pids(parent: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout
+    return [parent, *map(int, out.split())]
+
+
+def _postgres_pids() -> list[int]:
+    """The private PostgreSQL's server and backends (children of its postmaster)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    connection.close()
+    postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return _web_pids(postmaster)
+
+
+def _cpu_s(pids: list[int]) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+async def _read_series(base: str, job_id: int) -> dict[str, Any]:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        token = (
+            await client.post(
+                "/api/v1/auth/token/", json={"username": "alice", "password": PASSWORD}
+            )
+        ).json()["token"]
+        t0 = time.perf_counter()
+        response = await client.get(
+            f"/api/v1/jobs/{job_id}/metrics/",
+            params={"max_points": 1000},
+            headers={"Authorization": f"Token {token}", "Accept-Encoding": "identity"},
+        )
+        ms = (time.perf_counter() - t0) * 1000
+    response.raise_for_status()
+    series = response.json()["series"]
+    return {
+        "ms": round(ms, 1),
+        "bytes": len(response.content),
+        "buckets": {name: len(points) for name, points in series.items()},
+    }
+
+
+async def _drive(
+    base: str,
+    credentials: list[str],
+    tasks: list[dict[str, int]],
+    big: int,
+    seconds: float,
+    web_pid: int,
+    lost_after: float,
+) -> dict[str, Any]:
+    stats = Stats()
+    stop = asyncio.Event()
+    ws_url = base.replace("http://", "ws://") + "/ws/agent/"
+    agents = [
+        asyncio.create_task(_agent(ws_url, c, tasks[i] if i < len(tasks) else None, stop, stats))
+        for i, c in enumerate(credentials)
+    ]
+    await asyncio.sleep(HEARTBEAT_S + 2)  # everyone connected and heartbeating
+    stats.rtts.clear()
+    groups = {
+        "web": _web_pids(web_pid),
+        "postgres": await asyncio.to_thread(_postgres_pids),
+        "simulator": [os.getpid()],
+    }
+    cpu0 = {name: _cpu_s(pids) for name, pids in groups.items()}
+    start_points, t0 = stats.points_acked, time.perf_counter()
+    read: dict[str, Any] = {}
+    lost_during_read = 0
+    while time.perf_counter() - t0 < seconds:
+        if not read and time.perf_counter() - t0 > seconds / 2:
+            read = await _read_series(base, big)
+            lost_during_read = await asyncio.to_thread(_lost_count, lost_after)
+        stats.lost_max = max(stats.lost_max, await asyncio.to_thread(_lost_count, lost_after))
+        await asyncio.sleep(2)
+    elapsed = time.perf_counter() - t0
+    ingested = stats.points_acked - start_points
+    groups["postgres"] = await asyncio.to_thread(_postgres_pids)  # backends come and go
+    cpu = {name: round((_cpu_s(pids) - cpu0[name]) / elapsed, 2) for name, pids in groups.items()}
+    stop.set()
+    results = await asyncio.gather(*agents, return_exceptions=True)
+    failures = [repr(r) for r in results if isinstance(r, BaseException)]
+    rtts = sorted(stats.rtts)
+    read["peak_rss_mb"] = _peak_rss_mb(_web_pids(web_pid))
+    read["nodes_marked_lost_during_read"] = lost_during_read
+    return {
+        "agents": len(credentials),
+        "senders": len(tasks),
+        "heartbeat_rtt_ms": {
+            "p50": round(statistics.median(rtts), 1) if rtts else None,
+            "p99": round(rtts[int(len(rtts) * 0.99) - 1], 1) if rtts else None,
+            "max": round(rtts[-1], 1) if rtts else None,
+        },
+        "heartbeats": len(rtts),
+        "ingest_points_per_s": round(ingested / elapsed),
+        "refused": stats.refused,
+        "nodes_marked_lost": stats.lost_max,
+        "agent_failures": failures[:5],
+        # Cores each part kept busy over the window (2 on this machine in all).
+        "cpu_cores": cpu,
+        "read_1m": read,
+    }
+
+
+def run_case(agents: int, senders: int, seconds: float, workers: int) -> dict[str, Any]:
+    with instances() as inst:
+        os.environ.update(
+            DATABASE_URL=inst.database_url,
+            REDIS_URL=inst.redis_url,
+            DJANGO_SETTINGS_MODULE="trainhub.settings",
+        )
+        credentials, tasks, big = _setup(agents, senders)
+        port = free_port()
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
+        from trainhub.standalone.processes import web_command
+
+        command = [*web_command("127.0.0.1", port), "--workers", str(workers)]
+        web = subprocess.Popen([*command, "--log-level", "warning"], env=env)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_http(f"{base}/healthz")
+            from django.conf import settings
+
+            return asyncio.run(
+                _drive(
+                    base,
+                    credentials,
+                    tasks,
+                    big,
+                    seconds,
+                    web.pid,
+                    settings.NODE_LOST_AFTER_SECONDS,
+                )
+            )
+        finally:
+            web.terminate()
+            web.wait(30)
+
+
+def _wait_http(url: str, timeout: float = 60) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(url)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", default="100,300,1000")
+    parser.add_argument("--senders", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    cases = []
+    for agents in [int(a) for a in args.agents.split(",")]:
+        # Each case in a process of its own: Django is set up once per database.
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--case",
+                str(agents),
+                str(args.senders),
+                str(args.seconds),
+                str(args.workers),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"case {agents} failed:\n{out.stderr[-4000:]}")
+        cases.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(cases[-1]), file=sys.stderr, flush=True)
+    print(json.dumps({"workers": args.workers, "cases": cases}, indent=2))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--case":
+        agents, senders, seconds, workers = sys.argv[2:]
+        print(json.dumps(run_case(int(agents), int(senders), float(seconds), int(workers))))
+    else:
+        main()

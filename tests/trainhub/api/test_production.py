@@ -1,0 +1,105 @@
+"""`TRAINHUB_ENV=production`: HTTPS settings on, and no start while `check --deploy` objects.
+
+Each case starts a real `manage.py` process with the environment an operator would set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+GOOD_KEY = "k3y-" + "q7Zr9xW2vLp4" * 5  # 64 characters, many distinct
+
+
+def _manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TRAINHUB_", "DJANGO_SETTINGS"))
+    }
+    base.update(
+        PYTHONPATH=os.pathsep.join([str(REPO / "platform"), str(REPO)]),
+        TRAINHUB_DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        TRAINHUB_ENV="production",
+        TRAINHUB_SECRET_KEY=GOOD_KEY,
+        TRAINHUB_ALLOWED_HOSTS="trainhub.example.com",
+    )
+    base.update(env)
+    return subprocess.run(
+        [sys.executable, str(REPO / "manage.py"), *args],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+SHOW = (
+    "import json; from django.conf import settings as s; print(json.dumps({n: getattr(s, n) "
+    "for n in ('SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_HSTS_SECONDS', "
+    "'SECURE_SSL_REDIRECT', 'SECURE_PROXY_SSL_HEADER', 'CSRF_TRUSTED_ORIGINS', "
+    "'ALLOWED_HOSTS', 'SILENCED_SYSTEM_CHECKS')}))"
+)
+
+
+def test_a_correct_production_config_starts_with_https_settings_on(tmp_path: Path) -> None:
+    done = _manage(
+        tmp_path, "shell", "-c", SHOW, TRAINHUB_CSRF_TRUSTED_ORIGINS="https://trainhub.example.com"
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown == {
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_HSTS_SECONDS": 31_536_000,
+        "SECURE_SSL_REDIRECT": True,
+        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+        "CSRF_TRUSTED_ORIGINS": ["https://trainhub.example.com"],
+        "ALLOWED_HOSTS": ["trainhub.example.com"],
+        "SILENCED_SYSTEM_CHECKS": [],
+    }
+    deploy = _manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING")
+    assert deploy.returncode == 0, deploy.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"TRAINHUB_SECRET_KEY": "short-but-not-the-default"}, "TRAINHUB_SECRET_KEY"),
+        ({"TRAINHUB_ALLOWED_HOSTS": ""}, "TRAINHUB_ALLOWED_HOSTS"),
+        ({"TRAINHUB_HSTS_SECONDS": "0"}, "TRAINHUB_HSTS_SECONDS"),
+        ({"TRAINHUB_DEBUG": "1"}, "TRAINHUB_DEBUG"),
+        ({"TRAINHUB_SECRET_KEY": ""}, "TRAINHUB_SECRET_KEY"),
+    ],
+)
+def test_production_refuses_insecure_settings(
+    tmp_path: Path, env: dict[str, str], named: str
+) -> None:
+    # `migrate` stands for any start: the refusal comes before the command runs.
+    done = _manage(tmp_path, "migrate", "--noinput", **env)
+    assert done.returncode != 0
+    assert "ImproperlyConfigured" in done.stderr and named in done.stderr, done.stderr[-3000:]
+    assert "Applying" not in done.stdout
+
+
+def test_an_explicit_opt_out_of_the_redirect_is_allowed(tmp_path: Path) -> None:
+    done = _manage(tmp_path, "check", "--deploy", TRAINHUB_SSL_REDIRECT="0")
+    assert done.returncode == 0, done.stderr
+    assert "security.W008" not in done.stdout + done.stderr
+
+
+def test_development_is_not_held_to_the_deploy_checks(tmp_path: Path) -> None:
+    done = _manage(
+        tmp_path,
+        "check",
+        TRAINHUB_ENV="development",
+        TRAINHUB_SECRET_KEY="short",
+        TRAINHUB_DEBUG="1",
+    )
+    assert done.returncode == 0, done.stderr
