@@ -136,3 +136,17 @@ def purged_job() -> Job:
     job = _job(JobState.SUCCEEDED, 10)
     purge_expired(now=NOW, days=7)
     return Job.objects.select_related("telemetry").get(pk=job.pk)
+
+
+@pytest.mark.parametrize(("days", "scheduled"), [(0, False), (30, True)])
+def test_beat_runs_retention_only_when_it_is_on(days: float, scheduled: bool) -> None:
+    from celery import Celery
+    from trainhub.celery import _install_beat_schedule
+
+    app = Celery("retention-test", set_as_current=False)
+    app.conf.beat_schedule = {}
+    with override_settings(TELEMETRY_RETENTION_DAYS=days):
+        _install_beat_schedule(app)
+    tasks = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
+    assert "trainhub.scheduling.tasks.run_scheduling_cycle" in tasks
+    assert ("trainhub.telemetry.tasks.purge_expired_telemetry" in tasks) is scheduled
