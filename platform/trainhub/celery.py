@@ -22,3 +22,9 @@ def _install_beat_schedule(sender: Celery, **_: object) -> None:
         sender.signature("trainhub.scheduling.tasks.run_scheduling_cycle"),
         name="scheduling cycle",
     )
+    if settings.TELEMETRY_RETENTION_DAYS > 0:
+        sender.add_periodic_task(
+            settings.TELEMETRY_RETENTION_INTERVAL_SECONDS,
+            sender.signature("trainhub.telemetry.tasks.purge_expired_telemetry"),
+            name="telemetry retention",
+        )

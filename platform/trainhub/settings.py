@@ -301,6 +301,18 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# Telemetry budgets per job: metric points and log bytes beyond them are not stored, only
+# counted (the job page and the metrics/logs answers show the count).
+TELEMETRY_METRIC_POINTS_PER_JOB = int(
+    float(os.environ.get("TRAINHUB_METRIC_POINTS_PER_JOB", "10000000"))
+)
+TELEMETRY_LOG_BYTES_PER_JOB = int(float(os.environ.get("TRAINHUB_LOG_BYTES_PER_JOB", str(1024**3))))
+# Retention: raw metric points and log lines of jobs finished longer ago than this many
+# days are deleted (rollups are kept, so charts stay); 0 keeps everything.
+TELEMETRY_RETENTION_DAYS = float(os.environ.get("TRAINHUB_TELEMETRY_RETENTION_DAYS", "0"))
+# How often Celery beat looks for telemetry past retention (when retention is on).
+TELEMETRY_RETENTION_INTERVAL_SECONDS = 3600.0
+
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))
 # Lifetime of a node credential (a fraction is fine: tests use seconds); the agent

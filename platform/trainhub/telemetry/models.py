@@ -71,10 +71,14 @@ class MetricRollup(models.Model):
 
 
 class LogLine(models.Model):
+    """One output line of a task. A task's lines, in id order, are its stored stream:
+    the line starts at byte `offset` of it (each line is followed by a newline)."""
+
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines")
     task = models.ForeignKey(Task, null=True, on_delete=models.SET_NULL, related_name="+")
     source = models.CharField(max_length=40, help_text="e.g. worker-0")
     stream = models.CharField(max_length=8)
+    offset = models.BigIntegerField(default=0, help_text="Byte offset in the task's stream.")
     line = models.TextField()
     time = models.DateTimeField()
 
@@ -83,8 +87,34 @@ class LogLine(models.Model):
             models.Index(fields=["job", "id"]),
             # `?source=worker-0` with `?tail=`: that task's last lines without a scan.
             models.Index(fields=["job", "source", "id"], name="telemetry_log_job_source"),
+            # `?task=<id>` with `?tail=`, and the next offset of a task's stream at ingest.
+            models.Index(fields=["task", "id"], name="telemetry_log_task"),
         ]
         ordering = ["id"]
 
     def __str__(self) -> str:
         return f"{self.job_id} [{self.source}] {self.line[:60]}"
+
+
+class JobTelemetry(models.Model):
+    """What a job has stored and dropped against its budgets, and whether retention has
+    deleted its raw points and log lines. One row per job that reported anything; the
+    ingest locks it, so the batches of one job are counted one after another."""
+
+    job = models.OneToOneField(
+        Job, primary_key=True, on_delete=models.CASCADE, related_name="telemetry"
+    )
+    points = models.BigIntegerField(default=0, help_text="Metric points stored.")
+    points_dropped = models.BigIntegerField(default=0, help_text="Points over the budget.")
+    log_bytes = models.BigIntegerField(default=0, help_text="Log bytes stored (with newlines).")
+    log_lines_dropped = models.BigIntegerField(default=0, help_text="Lines over the budget.")
+    log_bytes_dropped = models.BigIntegerField(default=0)
+    purged_at = models.DateTimeField(
+        null=True, blank=True, help_text="When retention deleted the raw points and log lines."
+    )
+
+    class Meta:
+        verbose_name_plural = "job telemetry"
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.points} points, {self.log_bytes} log bytes"

@@ -136,21 +136,25 @@ def plan(
     max_points: int,
     start: int | None = None,
     end: int | None = None,
+    min_level: int = 0,
 ) -> Plan | None:
     """The read of metric `name` (steps `first..last`, `total` points) for a chart of at
     most `max_points` buckets over steps `start..end`; None when the range holds no step.
 
     A range with no more steps or points than `max_points` is read raw, one bucket per
-    step.
+    step. With `min_level` (raw points deleted by retention), only blocks of that level
+    or wider are read: the range is widened to whole blocks of it.
     """
     lo = first if start is None else max(start, first)
     hi = last if end is None else min(end, last)
     if lo > hi:
         return None
+    if min_level:
+        lo, hi = lo & -(1 << (BITS * min_level)), hi | ((1 << (BITS * min_level)) - 1)
     span = hi - lo + 1
-    if span <= max_points or total <= max_points:
+    if not min_level and (span <= max_points or total <= max_points):
         return raw_plan(name, lo, hi)
-    k = 0
+    k = min_level
     while k < TOP and max_points << (BITS * (k + 1)) <= span:
         k += 1
     shift = BITS * k

@@ -11,8 +11,28 @@ from django.db import connection
 
 from trainhub.jobs.models import Job
 
-from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
+from .models import JobTelemetry, LogLine, MetricPoint, MetricRollup, MetricSeries
 from .rollups import BITS, Plan, Row, Summary, buckets, plan, raw_plan
+
+
+def usage_of(job: Job) -> JobTelemetry | None:
+    """The job's budget counts (see `budgets.py`); None if it never reported anything.
+    No query when `job` was read with `select_related("telemetry")`."""
+    try:
+        return job.telemetry
+    except JobTelemetry.DoesNotExist:
+        return None
+
+
+def budget_counts(job: Job) -> dict[str, Any]:
+    """What the job's budgets dropped, and when retention deleted its raw telemetry."""
+    usage = usage_of(job)
+    return {
+        "points_dropped": usage.points_dropped if usage else 0,
+        "log_lines_dropped": usage.log_lines_dropped if usage else 0,
+        "log_bytes_dropped": usage.log_bytes_dropped if usage else 0,
+        "purged_at": usage.purged_at.isoformat() if usage and usage.purged_at else None,
+    }
 
 
 def metric_series(job: Job, names: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -41,8 +61,11 @@ def metric_buckets(
 
     A range with at most `max_points` points comes back exact: one bucket per step.
     Two queries whatever the number of metrics (three when a range turns out sparse):
-    the series summaries, then the rollup blocks and raw points the plans name.
+    the series summaries, then the rollup blocks and raw points the plans name. Once
+    retention deleted the raw points, only rollups are read: blocks of 16 steps or more.
     """
+    usage = usage_of(job)
+    min_level = 1 if usage is not None and usage.purged_at is not None else 0
     found = MetricSeries.objects.filter(job=job)
     if names:
         found = found.filter(name__in=names)
@@ -58,6 +81,7 @@ def metric_buckets(
             max_points=max_points,
             start=start,
             end=end,
+            min_level=min_level,
         )
         if p is not None:
             plans.append(p)
@@ -66,7 +90,7 @@ def metric_buckets(
     sparse = [
         raw_plan(p.name, p.lo, p.hi)
         for p in plans
-        if p.width > 1 and sum(s.count for s in read[p.name]) <= max_points
+        if not min_level and p.width > 1 and sum(s.count for s in read[p.name]) <= max_points
     ]
     read.update(_read(job, sparse))
     return {
@@ -154,13 +178,16 @@ def log_lines(
     tail: int | None = None,
     search: str = "",
     source: str = "",
+    task_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """Lines of the job after line `after_id`, in id order: the first `limit`, or with
-    `tail` the last `tail`; only those of `source` (e.g. "worker-0") and containing
-    `search` (any case) when given."""
+    `tail` the last `tail`; only those of `source` (e.g. "worker-0") or of task `task_id`
+    and containing `search` (any case) when given."""
     rows = LogLine.objects.filter(job=job, id__gt=after_id)
     if source:
         rows = rows.filter(source=source)
+    if task_id is not None:
+        rows = rows.filter(task_id=task_id)
     if search:
         rows = rows.filter(line__icontains=search)
     if tail is not None:
@@ -170,8 +197,10 @@ def log_lines(
     return [
         {
             "id": r.id,
+            "task": r.task_id,
             "source": r.source,
             "stream": r.stream,
+            "offset": r.offset,
             "line": r.line,
             "time": r.time.isoformat(),
         }
@@ -182,34 +211,38 @@ def log_lines(
 LOG_CHUNK_LINES = 5000
 
 
-def _log_chunk(job_id: int, after_id: int) -> tuple[bytes, int]:
-    """Up to LOG_CHUNK_LINES lines after `after_id` as `[source] line` text, and the last
-    id read (`after_id` when none)."""
-    rows = list(
-        LogLine.objects.filter(job_id=job_id, id__gt=after_id)
-        .order_by("id")
-        .values_list("id", "source", "line")[:LOG_CHUNK_LINES]
-    )
-    text = "".join(f"[{source}] {line}\n" for _, source, line in rows)
-    return text.encode(), rows[-1][0] if rows else after_id
+def _log_chunk(job_id: int, task_id: int | None, after_id: int) -> tuple[bytes, int]:
+    """Up to LOG_CHUNK_LINES lines after `after_id` as text, and the last id read
+    (`after_id` when none): of the whole job as `[source] line`, of one task as stored."""
+    rows = LogLine.objects.filter(job_id=job_id, id__gt=after_id)
+    if task_id is not None:
+        rows = rows.filter(task_id=task_id)
+    picked = list(rows.order_by("id").values_list("id", "source", "line")[:LOG_CHUNK_LINES])
+    if task_id is None:
+        text = "".join(f"[{source}] {line}\n" for _, source, line in picked)
+    else:
+        text = "".join(f"{line}\n" for _, _, line in picked)
+    return text.encode(), picked[-1][0] if picked else after_id
 
 
-def log_text(job_id: int) -> Iterator[bytes]:
-    """The job's whole log as `[source] line` text, read in id order a chunk at a time."""
+def log_text(job_id: int, task_id: int | None = None) -> Iterator[bytes]:
+    """The job's whole log as `[source] line` text, or with `task_id` that task's stream
+    byte for byte as stored (its line at `offset` starts at that byte), read in id order
+    a chunk at a time."""
     after = 0
     while True:
-        chunk, last = _log_chunk(job_id, after)
+        chunk, last = _log_chunk(job_id, task_id, after)
         if last == after:
             return
         yield chunk
         after = last
 
 
-async def alog_text(job_id: int) -> AsyncIterator[bytes]:
+async def alog_text(job_id: int, task_id: int | None = None) -> AsyncIterator[bytes]:
     """`log_text` for an ASGI server, which would otherwise read a sync iterator whole."""
     after = 0
     while True:
-        chunk, last = await sync_to_async(_log_chunk)(job_id, after)
+        chunk, last = await sync_to_async(_log_chunk)(job_id, task_id, after)
         if last == after:
             return
         yield chunk

@@ -1,7 +1,9 @@
 """Ingesting metric batches and log chunks from agents.
 
-Each stored batch is published (`MetricPointsIngested`, `LogLinesIngested`); the browser
-feed (`live.on_event`) pushes it to the job's watchers.
+Each batch is charged to the job's budgets (`budgets.py`): what lies beyond is counted,
+not stored. Log text is cleaned (`text.py`) and each line gets its byte offset in its
+task's stream. Each stored batch is published (`MetricPointsIngested`,
+`LogLinesIngested`); the browser feed (`live.on_event`) pushes it to the job's watchers.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from django.db import connection, transaction
 from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
 from trainhub.jobs.models import Task
 
+from .budgets import charge_log, charge_points, locked_usage
 from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
 from .rollups import rollup
+from .text import clean_text, storable
 
 MAX_LINE_CHARS = 4000
 
@@ -59,7 +63,7 @@ def _rows(points: list[dict[str, Any]], now: datetime) -> list[PointRow]:
                     continue
             elif type(value) is not float or not math.isfinite(value):
                 continue
-            if not isinstance(name, str) or not name or len(name) > 100:
+            if not isinstance(name, str) or not name or len(name) > 100 or not storable(name):
                 continue
             rows.append((name, step, value, time))
     return rows
@@ -73,14 +77,21 @@ def ingest_metrics(
     that.
 
     Each point is `{"step": int, "time": iso or datetime, "values": {name: number}}`;
-    values that are not finite numbers are skipped rather than failing the whole batch.
+    values that are not finite numbers, and names that cannot be stored, are skipped
+    rather than failing the whole batch. Values beyond the job's budget of points are
+    counted, not stored (nor published).
     """
     rows = _rows(points, now)
     if not rows:
         return []
     with transaction.atomic():
-        _insert_points(task, rows)
-        store_rollups(task.job_id, [(name, step, value) for name, step, value, _ in rows])
+        kept = charge_points(locked_usage(task.job_id), len(rows))
+        del rows[kept:]
+        if rows:
+            _insert_points(task, rows)
+            store_rollups(task.job_id, [(name, step, value) for name, step, value, _ in rows])
+    if not rows:
+        return []
     live = live_buckets(rows)
     publish(MetricPointsIngested(job_id=task.job_id, points=tuple(live)))
     return live
@@ -207,25 +218,53 @@ def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], rows: li
 def ingest_logs(
     *, task: Task, stream: str, lines: list[Any], now: datetime
 ) -> list[dict[str, Any]]:
-    """Store a chunk of output lines of `task` and publish them; returns them as stored."""
+    """Store a chunk of output lines of `task` and publish them; returns those stored.
+
+    Lines are cleaned (NUL and invalid UTF-8 replaced) and cut to MAX_LINE_CHARS; each
+    starts at `offset`, the bytes of the task's lines stored before it (with a newline
+    after each). Lines beyond the job's log budget are counted, not stored."""
     source = f"{task.role}-{task.index}"
-    rows = [
-        LogLine(
-            job_id=task.job_id,
-            task=task,
-            source=source,
-            stream=stream[:8],
-            line=str(line)[:MAX_LINE_CHARS],
-            time=now,
-        )
-        for line in lines
-    ]
-    LogLine.objects.bulk_create(rows)  # sets the ids (PostgreSQL and SQLite RETURNING)
+    texts = [clean_text(line)[:MAX_LINE_CHARS] for line in lines]
+    if not texts:
+        return []
+    sizes = [len(text.encode()) + 1 for text in texts]
+    with transaction.atomic():
+        kept = charge_log(locked_usage(task.job_id), sizes)
+        offset = _next_offset(task)
+        rows = []
+        for text, size in zip(texts[:kept], sizes, strict=False):
+            rows.append(
+                LogLine(
+                    job_id=task.job_id,
+                    task=task,
+                    source=source,
+                    stream=stream[:8],
+                    offset=offset,
+                    line=text,
+                    time=now,
+                )
+            )
+            offset += size
+        LogLine.objects.bulk_create(rows)  # sets the ids (PostgreSQL and SQLite RETURNING)
     # The ids let a browser line live lines up with `GET …/logs/?after=<id>` history.
     stored = [
-        {"id": r.pk, "source": source, "stream": r.stream, "line": r.line, "time": now.isoformat()}
+        {
+            "id": r.pk,
+            "task": task.pk,
+            "source": source,
+            "stream": r.stream,
+            "offset": r.offset,
+            "line": r.line,
+            "time": now.isoformat(),
+        }
         for r in rows
     ]
     if stored:
         publish(LogLinesIngested(job_id=task.job_id, lines=tuple(stored)))
     return stored
+
+
+def _next_offset(task: Task) -> int:
+    """Where the task's next line starts: the end of its last stored line (0 if none)."""
+    last = LogLine.objects.filter(task=task).order_by("-id").values_list("offset", "line").first()
+    return 0 if last is None else last[0] + len(last[1].encode()) + 1

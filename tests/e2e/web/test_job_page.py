@@ -1,12 +1,15 @@
 """The job page in a real browser (services mode): a member watches a running job's chart
 gain points without a reload, reads its logs, and cancels it through the confirmation
-dialog; a pending job says why it waits and where it stands; another team gets 404."""
+dialog; a pending job says why it waits and where it stands; a job over its telemetry
+budgets says what was dropped; another team gets 404."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -116,6 +119,43 @@ def test_a_pending_job_shows_why_it_waits_and_its_place(
         # The scheduler's reason replaces "waiting for the scheduler" without a reload.
         expect(queue).not_to_contain_text("waiting for the scheduler", timeout=30_000)
         assert_accessible(page)
+
+
+def test_a_job_whose_budgets_dropped_telemetry_says_so_light_and_dark(
+    live_cluster: LiveCluster, as_person: SignedIn, started: list[dict[str, Any]]
+) -> None:
+    job = live_cluster.submit(**movielens_spec("web-over-budget", {"epochs": 1}))
+    started.append(job)
+    with as_person("alice") as page:
+        page.goto(f"{live_cluster.url}/jobs/{job['id']}/")
+        expect(page.locator("#job-state")).to_be_visible()
+        expect(page.locator("#telemetry-notice")).to_have_count(0)
+    live_cluster.wait_state(job["id"], TERMINAL, timeout=120)
+    # What ingest records when a job's reports go over its budgets (tests/trainhub/
+    # telemetry/test_budgets.py): written to the cluster's database directly, as a job
+    # of 10 million points is too long for a browser test.
+    with psycopg.connect(live_cluster.group.env["DATABASE_URL"], autocommit=True) as db:
+        db.execute(
+            "INSERT INTO telemetry_jobtelemetry (job_id, points, points_dropped, log_bytes,"
+            " log_lines_dropped, log_bytes_dropped) VALUES (%s, 10000000, 1234, 0, 56, 7890)"
+            " ON CONFLICT (job_id) DO UPDATE SET points_dropped = 1234,"
+            " log_lines_dropped = 56, log_bytes_dropped = 7890",
+            [job["id"]],
+        )
+    for dark in (False, True):
+        with as_person("alice", dark=dark) as page:
+            page.goto(f"{live_cluster.url}/jobs/{job['id']}/")
+            notice = page.get_by_role("status").filter(has_text="were not stored")
+            expect(notice).to_be_visible()
+            # Late output of the job's tasks may still arrive, and is dropped and counted.
+            expect(notice).to_contain_text(re.compile(r"1,2\d\d metric points were not stored"))
+            expect(notice).to_contain_text(re.compile(r"\d+ log lines \(.+B\) were not stored"))
+            # Above the tabs: still shown on the logs tab, reached from the keyboard.
+            page.get_by_role("tab", name="Overview").focus()
+            page.keyboard.press("ArrowRight")
+            expect(page.locator("#panel-logs")).to_be_visible()
+            expect(notice).to_be_visible()
+            assert_accessible(page)
 
 
 def test_another_teams_member_gets_404(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -66,7 +67,9 @@ def _metrics(job: Job, steps: int) -> None:
 def test_without_max_points_every_raw_point_as_before(job: Job) -> None:
     _metrics(job, 30)
     body = _as("alice").get(f"/api/v1/jobs/{job.pk}/metrics/", {"name": "loss"}).json()
-    assert list(body) == ["series"] and list(body["series"]) == ["loss"]
+    assert list(body) == ["series", "points_dropped", "purged_at"]
+    assert list(body["series"]) == ["loss"]
+    assert body["points_dropped"] == 0 and body["purged_at"] is None
     assert len(body["series"]["loss"]) == 30
     assert set(body["series"]["loss"][0]) == {"step", "value", "time"}
 
@@ -153,7 +156,7 @@ def test_logs_tail_search_source_and_after(job: Job, django_assert_num_queries: 
     with django_assert_num_queries(2):  # the job, the lines
         tail = _get(client, url, {"tail": 5}).json()["lines"]
     assert [x["id"] for x in tail] == [r.pk for r in stored[-5:]]
-    assert set(tail[0]) == {"id", "source", "stream", "line", "time"}
+    assert set(tail[0]) == {"id", "task", "source", "stream", "offset", "line", "time"}
     found = _get(client, url, {"tail": 3, "q": "LOSS"}).json()["lines"]
     assert [x["line"] for x in found] == ["step 34 Loss ok", "step 36 Loss ok", "step 38 Loss ok"]
     ps = _get(client, url, {"tail": 2, "source": "ps-0"}).json()["lines"]
@@ -162,6 +165,11 @@ def test_logs_tail_search_source_and_after(job: Job, django_assert_num_queries: 
     assert [x["id"] for x in after] == [stored[-2].pk]
     assert _get(client, url, {"q": "100%_"}).json()["lines"] == []
     assert len(client.get(url).json()["lines"]) == 40
+    ps_task = _task(job, "ps", 0)
+    by_task = _get(client, url, {"tail": 2, "task": ps_task.pk}).json()
+    assert [x["line"] for x in by_task["lines"]] == ["ps line 37", "ps line 39"]
+    assert {x["task"] for x in by_task["lines"]} == {ps_task.pk}
+    assert by_task["log_lines_dropped"] == 0 and by_task["purged_at"] is None
 
 
 @pytest.mark.parametrize(
@@ -174,6 +182,8 @@ def test_logs_tail_search_source_and_after(job: Job, django_assert_num_queries: 
         ({"after": "1.5"}, "after"),
         ({"q": "a\x00b"}, "q"),
         ({"source": "s" * 41}, "source"),
+        ({"task": 0}, "task"),
+        ({"task": "ps-0"}, "task"),
     ],
 )
 def test_a_bad_logs_parameter_is_a_400_that_names_it(
@@ -198,6 +208,25 @@ def test_download_streams_the_whole_log_in_chunks(
     assert body.decode() == "".join(f"[{r.source}] {r.line}\n" for r in stored)
 
 
+def test_download_of_one_task_is_its_stream_and_gzip_is_one_stream(job: Job) -> None:
+    _lines(job, 30)
+    ps = _task(job, "ps", 0)
+    client = _as("alice")
+    url = f"/api/v1/jobs/{job.pk}/logs/download/"
+    plain = b"".join(cast(Any, client.get(url, {"task": ps.pk})).streaming_content)
+    assert plain == "".join(f"ps line {i}\n" for i in range(1, 30, 2)).encode()
+    for row in LogLine.objects.filter(task=ps):
+        assert plain[row.offset : row.offset + len(row.line) + 1] == f"{row.line}\n".encode()
+    whole = b"".join(cast(Any, client.get(url)).streaming_content)
+    packed = client.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate")
+    assert packed["Content-Encoding"] == "gzip" and "Accept-Encoding" in packed["Vary"]
+    unpacker = zlib.decompressobj(31)  # one gzip member, as a browser or httpx reads it
+    assert unpacker.decompress(b"".join(cast(Any, packed).streaming_content)) == whole
+    assert unpacker.eof and not unpacker.unused_data
+    response = client.get(url, {"task": "x"})
+    assert response.status_code == 400 and "task" in response.json()
+
+
 def test_another_teams_job_is_a_404_everywhere(job: Job) -> None:
     _metrics(job, 10)
     _lines(job, 2)
@@ -209,21 +238,19 @@ def test_another_teams_job_is_a_404_everywhere(job: Job) -> None:
 
 @pytest.mark.slow
 def test_a_real_server_tails_searches_and_downloads_100k_lines(web_server: str) -> None:
-    """Over uvicorn (ASGI): the download is streamed and is the whole log, byte for byte."""
+    """Over uvicorn (ASGI), 100,000 lines stored through ingest from two tasks: the tail,
+    a search, and the download streamed (plain and gzip), the whole log byte for byte."""
     cache.clear()
     alice = make_user("alice")
     make_team("recsys", members={alice: Role.MEMBER})
     job = make_job(alice)
-    task = _task(job)
-    LogLine.objects.bulk_create(
-        (
-            LogLine(
-                job=job, task=task, source="worker-0", stream="stdout", line=f"line {i}", time=NOW
-            )
-            for i in range(100_000)
-        ),
-        batch_size=10_000,
-    )
+    worker, ps = _task(job), _task(job, "ps", 0)
+    expected: list[tuple[str, str]] = []
+    for start in range(0, 100_000, 1000):
+        task = ps if start % 5000 == 0 else worker
+        chunk = [f"line {i}" for i in range(start, start + 1000)]
+        ingest_logs(task=task, stream="stdout", lines=chunk, now=NOW)
+        expected += [(f"{task.role}-{task.index}", line) for line in chunk]
     auth = httpx.post(
         f"{web_server}/api/v1/auth/token/", json={"username": "alice", "password": "pw-alice"}
     ).json()
@@ -236,8 +263,16 @@ def test_a_real_server_tails_searches_and_downloads_100k_lines(web_server: str) 
         assert [x["line"] for x in tail] == [f"line {i}" for i in range(99_900, 100_000)]
         found = api.get("logs/", params={"tail": 20, "q": "LINE 4242"}).json()["lines"]
         assert [x["line"] for x in found] == ["line 4242"] + [f"line 4242{d}" for d in range(10)]
-        with api.stream("GET", "logs/download/") as response:
-            assert response.status_code == 200
-            assert "content-length" not in response.headers  # streamed, not buffered
-            body = b"".join(response.iter_bytes())
-    assert body == "".join(f"[worker-0] line {i}\n" for i in range(100_000)).encode()
+        bodies = {}
+        for encoding in ("identity", "gzip"):
+            with api.stream(
+                "GET", "logs/download/", headers={"Accept-Encoding": encoding}
+            ) as response:
+                assert response.status_code == 200
+                assert "content-length" not in response.headers  # streamed, not buffered
+                assert response.headers.get("content-encoding", "identity") == encoding
+                bodies[encoding] = b"".join(response.iter_bytes())  # decoded by httpx
+        ps_log = api.get("logs/download/", params={"task": ps.pk}).content
+    whole = "".join(f"[{source}] {line}\n" for source, line in expected).encode()
+    assert bodies == {"identity": whole, "gzip": whole}
+    assert ps_log == "".join(f"{line}\n" for source, line in expected if source == "ps-0").encode()

@@ -160,8 +160,10 @@ def test_log_lines_page_after_an_id(worker: Task) -> None:
     assert [x["line"] for x in everything] == [f"line {i}" for i in range(5)]
     assert everything[0] == {
         "id": everything[0]["id"],
+        "task": worker.pk,
         "source": "worker-0",
         "stream": "stdout",
+        "offset": 0,
         "line": "line 0",
         "time": NOW.isoformat(),
     }

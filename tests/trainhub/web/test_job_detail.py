@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 from trainhub.jobs.choices import JobState, TaskState
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import place_job, record_task_status
 from trainhub.nodes.models import Node
 from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.retention import purge_expired
+from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
 from ..factories import gang_placements, make_job, make_node, make_team, make_user
@@ -27,6 +30,7 @@ from ..factories import gang_placements, make_job, make_node, make_team, make_us
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HX-Request": "true"}
+NOW = datetime(2026, 1, 2, tzinfo=UTC)
 
 
 @dataclass
@@ -143,6 +147,29 @@ def test_a_finished_job_offers_only_clone_and_shows_the_coordinators_result(
     assert f"?clone={job.pk}" in page
     assert 'id="job-result"' in page
     assert "0.912346" in page and "[1.0, 0.95]" in page
+
+
+def test_the_page_says_when_budgets_dropped_telemetry_and_not_otherwise(world: World) -> None:
+    job = _running(world.job, world.node)
+    worker = job.tasks.get(role="worker", index=0)
+    ingest_metrics(task=worker, points=[{"step": 1, "values": {"loss": 1.0}}], now=NOW)
+    ingest_logs(task=worker, stream="stdout", lines=["fits"], now=NOW)
+    client = _client(world.alice)
+    assert 'id="telemetry-notice"' not in _page(client, job)
+    with override_settings(TELEMETRY_METRIC_POINTS_PER_JOB=2, TELEMETRY_LOG_BYTES_PER_JOB=10):
+        ingest_metrics(
+            task=worker, points=[{"step": s, "values": {"loss": 1.0}} for s in range(2, 6)], now=NOW
+        )
+        ingest_logs(task=worker, stream="stdout", lines=["a" * 9, "b" * 99], now=NOW)
+        page = _page(client, job)
+    assert 'id="telemetry-notice"' in page
+    assert "3 metric points were not stored: the job reached its budget of 2 points." in page
+    assert "2 log lines (110\xa0bytes) were not stored" in page
+    purge_expired(now=NOW, days=0.001)  # running: retention leaves it alone
+    assert "Raw metric points" not in _page(client, job)
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=NOW)
+    purge_expired(now=NOW + timedelta(days=2), days=1)
+    assert "were deleted on 2026-01-04 (retention)" in _page(client, job)
 
 
 def test_checkpoint_events_and_directory_show(world: World) -> None:

@@ -6,10 +6,14 @@ job is a 404 here as everywhere.
 
 from __future__ import annotations
 
+import re
+import zlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
+from django.utils.cache import patch_vary_headers
 from django.utils.decorators import method_decorator
 from django.views.decorators.gzip import gzip_page
 from drf_spectacular.types import OpenApiTypes
@@ -29,6 +33,7 @@ from rest_framework.response import Response
 from trainhub.jobs.models import Job
 from trainhub.telemetry.selectors import (
     alog_text,
+    budget_counts,
     log_lines,
     log_text,
     metric_buckets,
@@ -77,7 +82,13 @@ class MetricsQuery(serializers.Serializer[Any]):
         return attrs
 
 
-class LogsQuery(serializers.Serializer[Any]):
+class DownloadQuery(serializers.Serializer[Any]):
+    """The query of `logs/download/`: the whole job, or one task's stream."""
+
+    task = serializers.IntegerField(required=False, min_value=1, max_value=BIGINT)
+
+
+class LogsQuery(DownloadQuery):
     """The query of `logs/`: which lines."""
 
     after = serializers.IntegerField(required=False, min_value=0, max_value=BIGINT)
@@ -89,6 +100,27 @@ class LogsQuery(serializers.Serializer[Any]):
         # `source` is an attribute of every serializer field: declared here instead.
         fields["source"] = serializers.CharField(required=False, max_length=40)
         return fields
+
+
+_ACCEPTS_GZIP = re.compile(r"\bgzip\b")
+
+
+def _gzip(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """`chunks` as one gzip stream (Django's async gzip would send one member per chunk,
+    which some clients read only the first of)."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    for chunk in chunks:
+        if packed := packer.compress(chunk):
+            yield packed
+    yield packer.flush()
+
+
+async def _agzip(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    async for chunk in chunks:
+        if packed := packer.compress(chunk):
+            yield packed
+    yield packer.flush()
 
 
 class PlainTextRenderer(BaseRenderer):
@@ -130,14 +162,23 @@ MetricsResponse = inline_serializer(
             help_text="Without max_points: every point {step, value, time}. With it: "
             "buckets {step, value, min, max, count}.",
         ),
+        "points_dropped": serializers.IntegerField(
+            help_text="Points not stored: reported beyond the job's budget of points."
+        ),
+        "purged_at": serializers.DateTimeField(
+            allow_null=True,
+            help_text="When retention deleted the raw points (only rollups are read since).",
+        ),
     },
 )
 LogLineSchema = inline_serializer(
     "LogLine",
     {
-        "id": serializers.IntegerField(),
+        "id": serializers.IntegerField(help_text="The line's cursor, for `after`."),
+        "task": serializers.IntegerField(allow_null=True),
         "source": serializers.CharField(),
         "stream": serializers.CharField(),
+        "offset": serializers.IntegerField(help_text="Byte offset in the task's stream."),
         "line": serializers.CharField(),
         "time": serializers.DateTimeField(),
     },
@@ -153,7 +194,10 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
 
     def _job(self) -> Job:
         """The job of the URL if the user may see it (else 404), without its tasks."""
-        job = get_object_or_404(Job.objects.visible_to(self.request.user), pk=self.kwargs["pk"])
+        job = get_object_or_404(
+            Job.objects.visible_to(self.request.user).select_related("telemetry"),
+            pk=self.kwargs["pk"],
+        )
         self.check_object_permissions(self.request, job)
         return job
 
@@ -180,8 +224,10 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
         query.is_valid(raise_exception=True)
         params = query.validated_data
         names = [*params.get("name", []), *params.get("series", [])]
+        counts = budget_counts(job)
+        extra = {"points_dropped": counts["points_dropped"], "purged_at": counts["purged_at"]}
         if "max_points" not in params:
-            return Response({"series": metric_series(job, names)})
+            return Response({"series": metric_series(job, names), **extra})
         body = metric_buckets(
             job,
             max_points=params["max_points"],
@@ -189,7 +235,7 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
             start=params.get("from"),
             end=params.get("to"),
         )
-        return Response(body)
+        return Response({**body, **extra})
 
     @extend_schema(
         parameters=[
@@ -197,10 +243,21 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
             OpenApiParameter("tail", int, description="The last N matching lines (1..10000)"),
             OpenApiParameter("q", str, description="Only lines containing this text, any case"),
             OpenApiParameter("source", str, description="Only this task's lines, e.g. worker-0"),
+            OpenApiParameter("task", int, description="Only the lines of this task (its id)"),
         ],
         responses={
             200: inline_serializer(
-                "LogPage", {"lines": serializers.ListField(child=LogLineSchema)}
+                "LogPage",
+                {
+                    "lines": serializers.ListField(child=LogLineSchema),
+                    "log_lines_dropped": serializers.IntegerField(
+                        help_text="Lines not stored: beyond the job's log budget."
+                    ),
+                    "log_bytes_dropped": serializers.IntegerField(),
+                    "purged_at": serializers.DateTimeField(
+                        allow_null=True, help_text="When retention deleted the log lines."
+                    ),
+                },
             ),
             400: BadRequest,
         },
@@ -218,14 +275,25 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
             tail=params.get("tail"),
             search=params.get("q", ""),
             source=params.get("source", ""),
+            task_id=params.get("task"),
         )
-        return Response({"lines": lines})
+        counts = budget_counts(job)
+        del counts["points_dropped"]
+        return Response({"lines": lines, **counts})
 
     @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "task", int, description="Only this task's stream, as stored (no prefix)"
+            ),
+        ],
         responses={
             (200, "text/plain"): OpenApiResponse(
-                OpenApiTypes.STR, description="The whole log, one `[source] line` per line."
-            )
+                OpenApiTypes.STR,
+                description="The whole log, one `[source] line` per line; with `task`, "
+                "that task's lines as stored. Gzip-encoded when the client accepts it.",
+            ),
+            400: BadRequest,
         },
     )
     @action(
@@ -239,10 +307,22 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
     def logs_download(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
         """The whole log as a text file, streamed a chunk of lines at a time."""
         job = self._job()
+        query = DownloadQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        task_id = query.validated_data.get("task")
+        gzipped = bool(_ACCEPTS_GZIP.search(request.headers.get("Accept-Encoding", "")))
         # An ASGI server reads a sync iterator whole before sending it; give it an async one.
-        chunks: Any = (
-            alog_text(job.pk) if isinstance(request._request, ASGIRequest) else log_text(job.pk)
-        )
+        chunks: Any
+        if isinstance(request._request, ASGIRequest):
+            chunks = alog_text(job.pk, task_id)
+            chunks = _agzip(chunks) if gzipped else chunks
+        else:
+            chunks = log_text(job.pk, task_id)
+            chunks = _gzip(chunks) if gzipped else chunks
         response = StreamingHttpResponse(chunks, content_type="text/plain; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.log"'
+        name = f"job-{job.pk}" if task_id is None else f"job-{job.pk}-task-{task_id}"
+        response["Content-Disposition"] = f'attachment; filename="{name}.log"'
+        patch_vary_headers(response, ["Accept-Encoding"])
+        if gzipped:
+            response["Content-Encoding"] = "gzip"
         return response

@@ -18,13 +18,14 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 
 from trainhub.jobs.choices import JOB_TERMINAL, JobState, TaskRole
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.policies import can_cancel, can_clone, can_scale
 from trainhub.scheduling.queue import queue_positions
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.models import JobTelemetry, LogLine
 
 # The newest events the page shows; the API (`events/`) has them all.
 EVENTS_SHOWN = 200
@@ -41,7 +42,8 @@ QUEUE_FRAGMENT = "web/partials/job_detail_queue.html"
 def visible_job(request: HttpRequest, job_id: int) -> Job:
     """The job if the user may see it; 404 otherwise (as the API does)."""
     return get_object_or_404(
-        Job.objects.visible_to(request.user).select_related("team", "submitted_by"), pk=job_id
+        Job.objects.visible_to(request.user).select_related("team", "submitted_by", "telemetry"),
+        pk=job_id,
     )
 
 
@@ -84,6 +86,33 @@ def coordinator_result(job: Job) -> Any:
         return json.loads(line)["result"]
     except (ValueError, KeyError, TypeError):
         return None
+
+
+def telemetry_notices(job: Job) -> list[str]:
+    """What the job's telemetry budgets dropped and retention deleted, as sentences for
+    the page; none when nothing was (`job` read with `select_related("telemetry")`)."""
+    try:
+        usage = job.telemetry
+    except JobTelemetry.DoesNotExist:
+        return []
+    notices = []
+    if usage.points_dropped:
+        notices.append(
+            f"{usage.points_dropped:,} metric points were not stored: the job reached its "
+            f"budget of {settings.TELEMETRY_METRIC_POINTS_PER_JOB:,} points."
+        )
+    if usage.log_lines_dropped:
+        notices.append(
+            f"{usage.log_lines_dropped:,} log lines "
+            f"({filesizeformat(usage.log_bytes_dropped)}) were not stored: the job's log "
+            f"reached its budget of {filesizeformat(settings.TELEMETRY_LOG_BYTES_PER_JOB)}."
+        )
+    if usage.purged_at is not None:
+        notices.append(
+            f"Raw metric points and log lines were deleted on {usage.purged_at:%Y-%m-%d} "
+            "(retention); charts show blocks of 16 steps."
+        )
+    return notices
 
 
 def _shown_value(value: Any) -> str:
@@ -157,6 +186,7 @@ def page_context(request: HttpRequest, job: Job, **actions: Any) -> dict[str, An
         "checkpoint_events": checkpoint_events,
         "checkpoint_dir": os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
         "result_rows": result_rows(coordinator_result(job)),
+        "telemetry_notices": telemetry_notices(job),
     }
 
 

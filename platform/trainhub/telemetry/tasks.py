@@ -1,0 +1,15 @@
+"""Celery entry points of telemetry."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.utils import timezone
+
+from .retention import purge_expired
+
+
+@shared_task(name="trainhub.telemetry.tasks.purge_expired_telemetry", acks_late=True)
+def purge_expired_telemetry() -> dict[str, int]:
+    """Apply retention (`retention.purge_expired`); idempotent, so a rerun is harmless."""
+    purged = purge_expired(now=timezone.now())
+    return {"jobs": purged.jobs, "points": purged.points, "lines": purged.lines}
