@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+# The fault suite starts PostgreSQL and Redis instances of its own and never touches the
+# shared ones, so a run of only that suite does not need them.
+FAULTS = Path(__file__).parent / "faults"
 
 
 def _reachable(url: str, default_port: int) -> bool:
@@ -28,8 +32,13 @@ def postgres_url() -> str | None:
     return url if url.startswith("postgres") else None
 
 
+def _only_faults(session: pytest.Session) -> bool:
+    args = [Path(arg.split("::")[0]).resolve() for arg in session.config.args]
+    return bool(args) and all(arg.is_relative_to(FAULTS) for arg in args)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if not IN_CI:
+    if not IN_CI or _only_faults(session):
         return
     missing = []
     pg = postgres_url()
