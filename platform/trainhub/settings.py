@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -312,6 +313,27 @@ TELEMETRY_LOG_BYTES_PER_JOB = int(float(os.environ.get("TRAINHUB_LOG_BYTES_PER_J
 TELEMETRY_RETENTION_DAYS = float(os.environ.get("TRAINHUB_TELEMETRY_RETENTION_DAYS", "0"))
 # How often Celery beat looks for telemetry past retention (when retention is on).
 TELEMETRY_RETENTION_INTERVAL_SECONDS = 3600.0
+
+# Operator metrics (`/metrics`, Prometheus text format): who may scrape. A bearer token,
+# and/or client networks (comma-separated addresses or CIDRs; the client address as
+# TRUSTED_PROXIES gives it); platform admins signed in may always read it. Neither set:
+# only platform admins.
+METRICS_TOKEN = os.environ.get("TRAINHUB_METRICS_TOKEN", "")
+
+
+def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    nets = []
+    for item in filter(None, (i.strip() for i in os.environ.get(name, "").split(","))):
+        try:
+            nets.append(ipaddress.ip_network(item, strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an address or CIDR") from exc
+    return nets
+
+
+METRICS_ALLOW = _networks("TRAINHUB_METRICS_ALLOW")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("TRAINHUB_METRICS_TOKEN: use at least 16 characters")
 
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from trainhub.api.health import healthz, readyz
+from trainhub.api.prometheus import metrics
 from trainhub.web.signin import throttled_sign_in
 
 urlpatterns = [
@@ -12,5 +13,6 @@ urlpatterns = [
     path("agent/", include("trainhub.agents.urls")),
     path("healthz", healthz),
     path("readyz", readyz),
+    path("metrics", metrics),
     path("", include("trainhub.web.urls")),
 ]

@@ -37,6 +37,7 @@ from ps_runtime.agent.protocol import (
 )
 from trainhub.nodes.credentials import check_node_credential
 from trainhub.nodes.services import record_heartbeat
+from trainhub.opmetrics import AGENTS_CONNECTED, REFUSED, WEBSOCKET_CLIENTS
 
 from . import heartbeats
 from .authentication import credential_from_header
@@ -86,12 +87,16 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.heartbeats = heartbeats.writer(_db(apply_heartbeats))
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
         await self.accept()
+        AGENTS_CONNECTED.inc()
+        WEBSOCKET_CLIENTS.labels("agent").inc()
         await _db(record_heartbeat)(node_id=node.pk, usage=node.usage, now=timezone.now())
         logger.info("agent of node %s connected", node.pk)
 
     async def disconnect(self, code: int) -> None:
         if self.node_id is None:
             return
+        AGENTS_CONNECTED.dec()
+        WEBSOCKET_CLIENTS.labels("agent").dec()
         # What is still queued was not acknowledged: the agent sends it again.
         self.ingester.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -140,6 +145,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 return
             for index, refusal in refused:
                 seq = batch[index][0]
+                REFUSED.labels(refusal.field or "all").inc()
                 await self.send_json(ErrorMessage(refusal.reason, seq, refusal.field).to_wire())
             await self._handled([seq for seq, _ in batch])
 
@@ -148,6 +154,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             return
         kind = received.message.KIND.value if received.message is not None else "?"
         for refusal in refusals:
+            REFUSED.labels(refusal.field or "all").inc()
             logger.warning(
                 "node %s: refused %s of a %s message: %s",
                 self.node_id,

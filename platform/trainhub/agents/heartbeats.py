@@ -14,9 +14,10 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ps_runtime.agent.protocol import Heartbeat
+from trainhub.opmetrics import HEARTBEAT_WRITE_LAG
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,9 @@ class HeartbeatWriter:
         try:
             await self._write(beats)
             self.flushes += 1
+            written = datetime.now(UTC)
+            for _, arrived in beats.values():
+                HEARTBEAT_WRITE_LAG.observe((written - arrived).total_seconds())
         except Exception:  # kept for the next flush unless a newer beat replaced it
             logger.exception("writing %d heartbeats failed; retrying", len(beats))
             self._pending = {**beats, **self._pending}

@@ -35,9 +35,7 @@ def add_commands(sub: Any) -> None:
         help="web processes sharing the port (default $TRAINHUB_WEB_WORKERS or 1); agents "
         "and browsers spread over them",
     )
-    p.set_defaults(
-        handler=lambda a, _: _exec([*_processes().web_command(a.host, a.port), *_workers(a)])
-    )
+    p.set_defaults(handler=web)
 
     p = sub.add_parser("worker", help="run a Celery worker (scheduling cycles)")
     p.set_defaults(handler=lambda a, _: _exec(_processes().worker_command()))
@@ -91,6 +89,16 @@ def _workers(args: argparse.Namespace) -> list[str]:
     return ["--workers", str(args.workers)] if args.workers > 1 else []
 
 
+def web(args: argparse.Namespace, _: list[str]) -> int:
+    """uvicorn, after preparing the metrics directory its workers share (several workers,
+    or PROMETHEUS_MULTIPROC_DIR set for the worker and beat too)."""
+    command = [*_processes().web_command(args.host, args.port), *_workers(args)]
+    shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if shared or args.workers > 1:
+        _processes().metrics_dir(Path(shared) if shared else None, fresh=not shared)
+    return _exec(command)
+
+
 def standalone(args: argparse.Namespace, _: list[str]) -> int:
     """Bring up web, worker, beat and a local agent on SQLite and an embedded broker."""
     if not _port_free(args.host, args.port):
@@ -107,6 +115,8 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
 
     broker, redis_url = start_broker()
     os.environ.pop("DATABASE_URL", None)  # standalone is SQLite by definition
+    # Web, worker and beat count into one directory that /metrics sums (trainhub.opmetrics).
+    _processes().metrics_dir(data_dir / "prometheus", fresh=True)
     os.environ.update(
         TRAINHUB_DATA_DIR=str(data_dir),
         REDIS_URL=redis_url,

@@ -14,6 +14,7 @@ from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import advance_preemption, release_lost_nodes, rescale_workers
 from trainhub.nodes.models import Node
+from trainhub.opmetrics import CYCLE_SECONDS
 
 from . import policy
 from .apply import apply_decisions, describe_decisions, summary
@@ -98,6 +99,7 @@ def run_cycle(
     """
     name = policy_name or settings.SCHEDULER_POLICY
     observe = settings.SCHEDULER_OBSERVE_ONLY if observe_only is None else observe_only
+    began = time.perf_counter()
     with transaction.atomic():
         if not try_advisory_xact_lock("scheduling_cycle"):
             return CycleResult(ran=False)
@@ -133,6 +135,7 @@ def run_cycle(
         record.observe_only = observe
         record.summary = {**summary(decisions), "policy_seconds": round(seconds, 6)}
         record.save()
+    CYCLE_SECONDS.observe(time.perf_counter() - began)
     return CycleResult(
         ran=True,
         started=0 if observe else len(decisions.starts),

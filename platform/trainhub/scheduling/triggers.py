@@ -28,6 +28,7 @@ from trainhub.events import (
     TaskStateChanged,
 )
 from trainhub.jobs.choices import JobState
+from trainhub.opmetrics import CYCLE_REQUESTS
 
 from .tasks import run_scheduling_cycle
 
@@ -66,7 +67,10 @@ def _queue_cycle() -> None:
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         return  # no worker to run it (unit tests); cycles are run explicitly there
     if _claim_cycle():
+        CYCLE_REQUESTS.labels("queued").inc()
         run_scheduling_cycle.apply_async(countdown=settings.SCHEDULING_DEBOUNCE_SECONDS)
+    else:
+        CYCLE_REQUESTS.labels("merged").inc()
 
 
 @functools.cache

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,24 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
     env.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")
     env.update(extra)
     return env
+
+
+def metrics_dir(directory: Path | None, *, fresh: bool) -> Path:
+    """Prepare the directory prometheus-client's multiprocess mode shares between server
+    processes (`trainhub.opmetrics`) and export it as PROMETHEUS_MULTIPROC_DIR for the
+    processes started from here on: a new temporary one when `directory` is None.
+
+    `fresh` empties it (a cluster starting up: nothing of earlier processes counts);
+    otherwise only the web processes' live gauges go (agents and browsers connected),
+    since those processes are the ones starting now.
+    """
+    if directory is None:
+        directory = Path(tempfile.mkdtemp(prefix="trainhub-prometheus-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db" if fresh else "gauge_live*.db"):
+        stale.unlink(missing_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    return directory
 
 
 def web_command(host: str, port: int) -> list[str]:

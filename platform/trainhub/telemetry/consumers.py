@@ -9,6 +9,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
 from trainhub.jobs.models import Job
+from trainhub.opmetrics import WEBSOCKET_CLIENTS
 
 from .live import job_group, user_group
 
@@ -35,11 +36,13 @@ class JobStreamConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.channel_layer.group_add(job_group(self.job_id), self.channel_name)
         await self.accept()
+        WEBSOCKET_CLIENTS.labels("browser").inc()
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "job_id"):
             await self.channel_layer.group_discard(job_group(self.job_id), self.channel_name)
         if self.user_id is not None:
+            WEBSOCKET_CLIENTS.labels("browser").dec()
             await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
 
     @database_sync_to_async

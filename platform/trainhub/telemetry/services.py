@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
 from trainhub.jobs.models import Task
+from trainhub.opmetrics import INGESTED, OVER_BUDGET
 
 from .budgets import charge_log, charge_points, locked_usage
 from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
@@ -86,12 +87,14 @@ def ingest_metrics(
         return []
     with transaction.atomic():
         kept = charge_points(locked_usage(task.job_id), len(rows))
+        OVER_BUDGET.labels("metric_points").inc(len(rows) - kept)
         del rows[kept:]
         if rows:
             _insert_points(task, rows)
             store_rollups(task.job_id, [(name, step, value) for name, step, value, _ in rows])
     if not rows:
         return []
+    INGESTED.labels("metric_points").inc(len(rows))
     live = live_buckets(rows)
     publish(MetricPointsIngested(job_id=task.job_id, points=tuple(live)))
     return live
@@ -246,6 +249,8 @@ def ingest_logs(
             )
             offset += size
         LogLine.objects.bulk_create(rows)  # sets the ids (PostgreSQL and SQLite RETURNING)
+    INGESTED.labels("log_lines").inc(len(rows))
+    OVER_BUDGET.labels("log_lines").inc(len(texts) - kept)
     # The ids let a browser line live lines up with `GET …/logs/?after=<id>` history.
     stored = [
         {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +21,23 @@ def _fresh_rate_limits() -> None:
     cache.clear()
 
 
-@pytest.fixture
-def web_server(transactional_db: Any, tmp_path: Path) -> Iterator[str]:
-    """URL of a uvicorn server with two worker processes, sharing this test's database."""
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (DATABASE_URL)")
+def database_url() -> str:
+    """This test's database (pytest-django's), as a URL for other processes."""
     db = connection.settings_dict
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    url = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@contextmanager
+def live_web(tmp_path: Path, **extra: str) -> Iterator[str]:
+    """A uvicorn server with two worker processes on this test's (PostgreSQL) database,
+    its environment plus `extra`; yields its URL."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL)")
     port = free_port()
-    env = child_env({"DATABASE_URL": url, "TRAINHUB_DATA_DIR": str(tmp_path / "data")})
+    env = child_env(
+        {"DATABASE_URL": database_url(), "TRAINHUB_DATA_DIR": str(tmp_path / "data"), **extra}
+    )
     env.pop("REDIS_URL", None)
     group = ProcessGroup(env=env, log_dir=tmp_path / "logs")
     group.start("web", [*web_command("127.0.0.1", port), "--workers", "2"])
@@ -38,3 +46,10 @@ def web_server(transactional_db: Any, tmp_path: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         group.stop()
+
+
+@pytest.fixture
+def web_server(transactional_db: Any, tmp_path: Path) -> Iterator[str]:
+    """URL of a uvicorn server with two worker processes, sharing this test's database."""
+    with live_web(tmp_path) as url:
+        yield url
