@@ -8,8 +8,20 @@ from trainhub.jobs.models import Job, Task
 
 
 class MetricPoint(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points")
-    task = models.ForeignKey(Task, null=True, on_delete=models.SET_NULL, related_name="+")
+    # The hottest table: no database-level foreign keys (their per-row checks at commit
+    # cost 40% of a COPY of points, bench/telemetry.py) and no index of job alone (the
+    # (job, name, step) index serves it). Ingest only stores points of a task it looked up
+    # (`agents.services.ingest_batch`), and deleting a job or task cascades in Django.
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.CASCADE,
+        related_name="metric_points",
+        db_constraint=False,
+        db_index=False,
+    )
+    task = models.ForeignKey(
+        Task, null=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
     name = models.CharField(max_length=100)
     step = models.BigIntegerField()
     value = models.FloatField()

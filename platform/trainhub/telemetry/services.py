@@ -190,6 +190,20 @@ def store_rollups(job_id: int, points: list[tuple[str, int, float]]) -> None:
     )
 
 
+_SQL_TYPES = {
+    "job_id": "bigint",
+    "name": "text",
+    "level": "smallint",
+    "block": "bigint",
+    "first_step": "bigint",
+    "last_step": "bigint",
+    "count": "bigint",
+    "min_value": "double precision",
+    "max_value": "double precision",
+    "last_value": "double precision",
+}
+
+
 def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], rows: list[Any]) -> None:
     least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
     merge = {
@@ -206,14 +220,24 @@ def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], rows: li
     }
     quote = connection.ops.quote_name
     updates = ", ".join(f"{quote(c)} = {merge[c]}" for c in columns if c not in key)
+    head = f"INSERT INTO {quote(table)} AS t ({', '.join(quote(c) for c in columns)}) "
+    conflict = f"ON CONFLICT ({', '.join(quote(c) for c in key)}) DO UPDATE SET {updates}"
+    if connection.vendor == "postgresql":
+        # One array per column: a short statement whatever the rows (a VALUES list of
+        # thousands of placeholders costs more to parse than to run).
+        arrays = ", ".join(f"%s::{_SQL_TYPES[c]}[]" for c in columns)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"{head} SELECT * FROM unnest({arrays}) {conflict}",
+                [list(column) for column in zip(*rows, strict=True)],
+            )
+        return
     row = "(" + ", ".join(["%s"] * len(columns)) + ")"
     with connection.cursor() as cursor:
         for i in range(0, len(rows), UPSERT_ROWS):
             chunk = rows[i : i + UPSERT_ROWS]
             cursor.execute(
-                f"INSERT INTO {quote(table)} AS t ({', '.join(quote(c) for c in columns)}) "
-                f"VALUES {', '.join([row] * len(chunk))} "
-                f"ON CONFLICT ({', '.join(quote(c) for c in key)}) DO UPDATE SET {updates}",
+                f"{head} VALUES {', '.join([row] * len(chunk))} {conflict}",
                 [value for r in chunk for value in r],
             )
 
