@@ -50,6 +50,7 @@ PASSWORD = "bench-password-1"
 @dataclass
 class Stats:
     rtts: list[float] = field(default_factory=list)
+    quiet_rtts: list[float] = field(default_factory=list)  # agents that send no metrics
     points_acked: int = 0
     refused: int = 0
     errors: list[str] = field(default_factory=list)
@@ -130,8 +131,12 @@ async def _agent(
                 frame = json.loads(raw)
                 if frame["type"] == "ack":
                     now = time.perf_counter()
-                    for s in [s for s in sent_at if s <= frame["seq"]]:
-                        stats.rtts.append((now - sent_at.pop(s)) * 1000)
+                    also = set(frame.get("also", ()))
+                    for s in [s for s in sent_at if s <= frame["seq"] or s in also]:
+                        rtt = (now - sent_at.pop(s)) * 1000
+                        stats.rtts.append(rtt)
+                        if task is None:
+                            stats.quiet_rtts.append(rtt)
                     for s in [s for s in batches if s <= frame["seq"]]:
                         del batches[s]
                         stats.points_acked += BATCH_POINTS
@@ -240,11 +245,18 @@ async def _read_series(base: str, job_id: int) -> dict[str, Any]:
             headers={"Authorization": f"Token {token}", "Accept-Encoding": "identity"},
         )
         ms = (time.perf_counter() - t0) * 1000
+        # What a browser downloads: the same answer, gzip-encoded.
+        zipped = await client.get(
+            f"/api/v1/jobs/{job_id}/metrics/",
+            params={"max_points": 1000},
+            headers={"Authorization": f"Token {token}", "Accept-Encoding": "gzip"},
+        )
     response.raise_for_status()
     series = response.json()["series"]
     return {
         "ms": round(ms, 1),
         "bytes": len(response.content),
+        "bytes_gzip": zipped.num_bytes_downloaded,
         "buckets": {name: len(points) for name, points in series.items()},
     }
 
@@ -267,6 +279,7 @@ async def _drive(
     ]
     await asyncio.sleep(HEARTBEAT_S + 2)  # everyone connected and heartbeating
     stats.rtts.clear()
+    stats.quiet_rtts.clear()
     groups = {
         "web": _web_pids(web_pid),
         "postgres": await asyncio.to_thread(_postgres_pids),
@@ -289,7 +302,7 @@ async def _drive(
     stop.set()
     results = await asyncio.gather(*agents, return_exceptions=True)
     failures = [repr(r) for r in results if isinstance(r, BaseException)]
-    rtts = sorted(stats.rtts)
+    rtts, quiet = sorted(stats.rtts), sorted(stats.quiet_rtts)
     read["peak_rss_mb"] = _peak_rss_mb(_web_pids(web_pid))
     read["nodes_marked_lost_during_read"] = lost_during_read
     return {
@@ -299,6 +312,11 @@ async def _drive(
             "p50": round(statistics.median(rtts), 1) if rtts else None,
             "p99": round(rtts[int(len(rtts) * 0.99) - 1], 1) if rtts else None,
             "max": round(rtts[-1], 1) if rtts else None,
+        },
+        # The same for the agents that send only heartbeats.
+        "heartbeat_rtt_ms_quiet": {
+            "p50": round(statistics.median(quiet), 1) if quiet else None,
+            "p99": round(quiet[int(len(quiet) * 0.99) - 1], 1) if quiet else None,
         },
         "heartbeats": len(rtts),
         "ingest_points_per_s": round(ingested / elapsed),

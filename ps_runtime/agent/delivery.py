@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from ps_runtime.agent.fields import JsonObject, ProtocolError, join
+from ps_runtime.agent.kinds import MessageKind
 from ps_runtime.agent.messages import (
     MAX_STEP,
     Heartbeat,
     Logs,
-    MessageKind,
     MetricPoint,
     Metrics,
     TaskStatus,
@@ -141,6 +141,11 @@ class AckWindow:
     def received(self, seq: int) -> None:
         self._open.add(seq)
         self._highest = max(self._highest, seq)
+
+    @property
+    def level(self) -> int:
+        """The seq acknowledged so far: every message up to it was handled."""
+        return self._acked
 
     def handled(self, seq: int) -> int | None:
         """Mark `seq` handled; the new ack level when it moved, else None."""

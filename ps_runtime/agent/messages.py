@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple
 
+from ps_runtime.agent.downward import Ack, ErrorMessage, TasksChanged
 from ps_runtime.agent.fields import (
     JsonObject,
     ProtocolError,
@@ -25,6 +26,7 @@ from ps_runtime.agent.fields import (
     join,
 )
 from ps_runtime.agent.gpus import GpuUsage
+from ps_runtime.agent.kinds import MessageKind
 from ps_runtime.version import check_version
 
 
@@ -34,18 +36,6 @@ class IsolationMode(StrEnum):
     NONE = "none"  # tasks run as the agent's user: one team per node at a time
     UID = "uid"  # a uid per job, memory bounded by RLIMIT_AS only (no cgroup hierarchy)
     UID_CGROUP = "uid+cgroup"  # a uid per job and a cgroup per task
-
-
-class MessageKind(StrEnum):
-    """The `type` of a message: the first four go up (agent → server), the rest down."""
-
-    HEARTBEAT = "heartbeat"
-    TASK_STATUS = "task_status"
-    METRICS = "metrics"
-    LOGS = "logs"
-    TASKS_CHANGED = "tasks_changed"
-    ERROR = "error"
-    ACK = "ack"
 
 
 # A metrics or logs message holds at most this many items (the agent batches by 1,000);
@@ -298,64 +288,6 @@ def batch_items(fields: JsonObject, name: str) -> list[Any]:
             fields.at(name),
         )
     return items
-
-
-@dataclass(frozen=True, slots=True)
-class TasksChanged:
-    """Server → agent: fetch the desired tasks and reconcile."""
-
-    KIND: ClassVar[MessageKind] = MessageKind.TASKS_CHANGED
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"type": self.KIND.value}
-
-    @classmethod
-    def from_fields(cls, fields: JsonObject) -> TasksChanged:
-        return cls()
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorMessage:
-    """Server → agent: a message, or one item of it, was refused, and why: `seq` is the
-    message's sequence number, `field` the refused item's field (`points[3].step`; empty
-    when the whole message was refused). The rest of the message was applied."""
-
-    KIND: ClassVar[MessageKind] = MessageKind.ERROR
-    message: str
-    seq: int | None = None
-    field: str = ""
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "type": self.KIND.value,
-            "message": self.message,
-            "seq": self.seq,
-            "field": self.field,
-        }
-
-    @classmethod
-    def from_fields(cls, fields: JsonObject) -> ErrorMessage:
-        return cls(
-            message=fields.optional_text("message") or "",
-            seq=fields.optional_integer("seq", minimum=1),
-            field=fields.optional_text("field") or "",
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """Server → agent: every message of this connection up to `seq` was handled (applied,
-    or refused with an error frame); the agent may forget them."""
-
-    KIND: ClassVar[MessageKind] = MessageKind.ACK
-    seq: int
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"type": self.KIND.value, "seq": self.seq}
-
-    @classmethod
-    def from_fields(cls, fields: JsonObject) -> Ack:
-        return cls(seq=fields.integer("seq", minimum=0))
 
 
 UpwardMessage = Heartbeat | TaskStatus | Metrics | Logs

@@ -130,8 +130,11 @@ class Outbox:
                 taken.append((seq, entry.message))
         return taken
 
-    def acknowledge(self, upto: int) -> list[object]:
-        """Forget the messages in flight up to `upto`; the marks that went with them."""
+    def acknowledge(self, upto: int, also: tuple[int, ...] = ()) -> list[object]:
+        """Forget the messages in flight up to `upto`, and those numbered in `also` that
+        carry no mark; the marks that went with them. (A marked message acknowledged out
+        of order stays until the cumulative ack: its mark may be saved only after the
+        marks of every message before it.)"""
         marks = []
         with self._lock:
             while self._in_flight and self._in_flight[0][0] <= upto:
@@ -139,6 +142,15 @@ class Outbox:
                 self._in_flight_bytes -= entry.size
                 if entry.mark is not None:
                     marks.append(entry.mark)
+            if also:
+                wanted = set(also)
+                kept: deque[tuple[int, _Ready]] = deque()
+                for seq, entry in self._in_flight:
+                    if seq in wanted and entry.mark is None:
+                        self._in_flight_bytes -= entry.size
+                    else:
+                        kept.append((seq, entry))
+                self._in_flight = kept
         return marks
 
     def resend_unacknowledged(self) -> int:

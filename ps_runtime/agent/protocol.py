@@ -1,9 +1,10 @@
 """The agent ⇄ control-plane protocol (docs/protocol.md §1), defined once for both sides.
 
 Paths, the WebSocket close code, the desired-tasks document (`DesiredTasks`, built by
-`trainhub.jobs.selectors` and parsed by the agent) and, re-exported from `messages`, the
-socket's message types. Everything here is plain data with strict parsers (see
-`fields`); this module imports neither Django nor anything of the control plane.
+`trainhub.jobs.selectors` and parsed by the agent) and, re-exported from `messages`,
+`downward` and `kinds`, the socket's message types. Everything here is plain data with
+strict parsers (see `fields`); this module imports neither Django nor anything of the
+control plane.
 """
 
 from __future__ import annotations
@@ -13,25 +14,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ps_runtime.agent.downward import Ack, ErrorMessage, TasksChanged
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_str, join
+from ps_runtime.agent.kinds import MessageKind
 from ps_runtime.agent.messages import (
     MAX_BATCH_ITEMS,
     MAX_STEP,
-    Ack,
     AgentMessage,
     DownwardMessage,
-    ErrorMessage,
     Heartbeat,
     IsolationMode,
     LiveTask,
     Logs,
     LogStream,
-    MessageKind,
     MetricPoint,
     Metrics,
     ReportedState,
     TaskKey,
-    TasksChanged,
     TaskStatus,
     UpwardMessage,
     parse_agent_message,

@@ -87,7 +87,7 @@ class Uplink:
             self.refused(message)
 
     async def acknowledged(self, ack: Ack) -> None:
-        marks = self.outbox.acknowledge(ack.seq)
+        marks = self.outbox.acknowledge(ack.seq, ack.also)
         if marks:
             # Delivered: a restarted agent resumes the task files after them.
             self._committing += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -52,12 +53,30 @@ T = TypeVar("T")
 INGEST_BATCH_MESSAGES = 64
 # Messages waiting in one socket's data lane; beyond it the socket stops being read.
 DATA_QUEUE_LIMIT = 512
+# Data-lane batches of all sockets of a process stored at once. Each holds the GIL for
+# its Python work; more of them at a time add no throughput (PostgreSQL and the CPU are
+# the limit) and make the event loop, which answers heartbeats, wait longer for its turn.
+INGEST_AT_ONCE = 2
 _SQLITE = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 
 
 def _db(fn: Callable[..., T]) -> Callable[..., Any]:
     """`fn` on a worker thread with a pooled connection, returned to the pool after."""
     return database_sync_to_async(fn, thread_sensitive=_SQLITE)  # type: ignore[no-any-return]
+
+
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _ingest_slots() -> asyncio.Semaphore:
+    """The running event loop's (the process's) `INGEST_AT_ONCE` slots."""
+    loop = asyncio.get_running_loop()
+    found = _slots.get(loop)
+    if found is None:
+        found = _slots[loop] = asyncio.Semaphore(INGEST_AT_ONCE)
+    return found
 
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -121,10 +140,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self._handled([received.seq])
         elif isinstance(message, Heartbeat):
             self.heartbeats.add(self.node_id, message, timezone.now())
-            await self._handled([received.seq])
+            await self._handled([received.seq], selective=True)
         elif isinstance(message, TaskStatus):
             await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
-            await self._handled([received.seq])
+            await self._handled([received.seq], selective=True)
         else:
             assert isinstance(message, Metrics | Logs)
             await self.data.put((received.seq, message))
@@ -136,9 +155,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             while len(batch) < INGEST_BATCH_MESSAGES and not self.data.empty():
                 batch.append(self.data.get_nowait())
             try:
-                refused = await _db(ingest_batch)(
-                    node_id=self.node_id, messages=[m for _, m in batch], now=timezone.now()
-                )
+                async with _ingest_slots():
+                    refused = await _db(ingest_batch)(
+                        node_id=self.node_id, messages=[m for _, m in batch], now=timezone.now()
+                    )
             except Exception:  # a bug or the database: not acknowledged, sent again
                 logger.exception("node %s: storing %d messages failed", self.node_id, len(batch))
                 await self.close(code=1011)
@@ -166,13 +186,18 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 ErrorMessage(refusal.reason, received.seq, refusal.field).to_wire()
             )
 
-    async def _handled(self, seqs: list[int | None]) -> None:
+    async def _handled(self, seqs: list[int | None], *, selective: bool = False) -> None:
+        """Acknowledge what was handled: the new cumulative level, if it moved; with
+        `selective`, a control message handled while earlier metrics or logs are still
+        being stored is named in the ack's `also`, so its answer does not wait for them."""
         level = None
         for seq in seqs:
             if seq is not None:
                 level = self.window.handled(seq) or level
         if level is not None:
             await self.send_json(Ack(level).to_wire())
+        elif selective and seqs[0] is not None and seqs[0] > self.window.level:
+            await self.send_json(Ack(self.window.level, (seqs[0],)).to_wire())
 
     async def tasks_changed(self, event: dict[str, Any]) -> None:
         """The channel-layer notice `notify.TASKS_CHANGED`, passed on to the agent."""

@@ -106,6 +106,20 @@ def test_taken_messages_stay_in_flight_until_acknowledged() -> None:
     assert box.in_flight() == 0
 
 
+def test_an_ack_out_of_order_forgets_only_unmarked_messages() -> None:
+    box = Outbox()
+    box.add_log(KEY, OUT, "a")
+    box.take(1)  # 1: logs, still being stored by the server
+    box.add_status(TaskStatus(KEY, ReportedState.RUNNING))
+    box.take(2)  # 2: a status, handled at once
+    box.add_status(TaskStatus(KEY, ReportedState.SUCCEEDED))
+    box.take(3, mark="m")  # 3: a status carrying the offsets read so far
+    assert box.acknowledge(0, (2, 3)) == []
+    assert box.in_flight() == 2  # 1, and 3 whose mark waits for 1's ack
+    assert box.acknowledge(3) == ["m"]
+    assert box.in_flight() == 0
+
+
 def test_a_lost_connection_sends_the_unacknowledged_again_first() -> None:
     box = Outbox()
     box.add_status(TaskStatus(KEY, ReportedState.RUNNING))

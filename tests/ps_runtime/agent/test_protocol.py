@@ -183,6 +183,7 @@ MESSAGES: list[AgentMessage] = [
     ErrorMessage("id must be an integer, got '31'"),
     ErrorMessage("points[3].step must be an integer >= 0, got -1", 12, "points[3].step"),
     Ack(7),
+    Ack(7, (9, 12)),
 ]
 
 
@@ -305,6 +306,9 @@ def test_directions_are_kept_apart() -> None:
     assert parse_from_server({"type": "error", "message": "x"}) == ErrorMessage("x")
     assert parse_from_server({"type": "ack", "seq": 3}) == Ack(3)
     _refused(parse_from_agent, {"type": "ack", "seq": 3}, "type 'ack'")
+    assert parse_from_server({"type": "ack", "seq": 3, "also": [5]}) == Ack(3, (5,))
+    _refused(parse_from_server, {"type": "ack", "seq": 3, "also": [0]}, "also[0]")
+    _refused(parse_from_server, {"type": "ack", "seq": 3, "also": "5"}, "also")
     assert isinstance(parse_from_agent({"type": "heartbeat"}), Heartbeat)
 
 
