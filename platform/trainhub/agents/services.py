@@ -30,7 +30,7 @@ from trainhub.jobs.services import (
     settle_unstarted_tasks,
 )
 from trainhub.nodes.services import HeartbeatRecord, record_heartbeat, record_heartbeats
-from trainhub.telemetry.services import ingest_logs, ingest_metrics
+from trainhub.telemetry.services import PointRow, checked_rows, ingest_logs, ingest_rows
 
 __all__ = [
     "ProtocolError",
@@ -77,7 +77,7 @@ def ingest_batch(
         if TaskKey(t.pk, t.attempt) in keys
     }
     refused: list[tuple[int, Refusal]] = []
-    points: dict[TaskKey, list[dict[str, Any]]] = defaultdict(list)
+    points: dict[TaskKey, list[PointRow]] = defaultdict(list)
     lines: dict[tuple[TaskKey, str], list[str]] = defaultdict(list)
     for i, message in enumerate(messages):
         if message.task not in tasks:
@@ -85,13 +85,13 @@ def ingest_batch(
             refused.append((i, Refusal("id", why)))
         elif isinstance(message, Metrics):
             points[message.task].extend(
-                {"step": p.step, "time": p.time, "values": p.values} for p in message.points
+                checked_rows(((p.step, p.time, p.values) for p in message.points), now)
             )
         else:
             lines[(message.task, message.stream.value)].extend(message.lines)
     for key, reported in points.items():
         if reported:
-            ingest_metrics(task=tasks[key], points=reported, now=now)
+            ingest_rows(task=tasks[key], rows=reported)
     for (key, stream), output in lines.items():
         ingest_logs(task=tasks[key], stream=stream, lines=output, now=now)
     return refused

@@ -9,6 +9,7 @@ task's stream. Each stored batch is published (`MetricPointsIngested`,
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -70,6 +71,23 @@ def _rows(points: list[dict[str, Any]], now: datetime) -> list[PointRow]:
     return rows
 
 
+def checked_rows(
+    points: Iterable[tuple[int | None, datetime | None, Mapping[str, float]]], now: datetime
+) -> list[PointRow]:
+    """Rows of points already checked by the agent protocol's reader (an integer step in
+    range or None, an aware time or None, finite numbers by non-empty names): only what
+    storage adds is checked here. A point without a step is not stored, as in `_rows`."""
+    rows: list[PointRow] = []
+    for step, time, values in points:
+        if step is None:
+            continue
+        when = now if time is None else time
+        for name, value in values.items():
+            if len(name) <= 100 and storable(name):
+                rows.append((name, step, float(value), when))
+    return rows
+
+
 def ingest_metrics(
     *, task: Task, points: list[dict[str, Any]], now: datetime
 ) -> list[dict[str, Any]]:
@@ -82,7 +100,11 @@ def ingest_metrics(
     rather than failing the whole batch. Values beyond the job's budget of points are
     counted, not stored (nor published).
     """
-    rows = _rows(points, now)
+    return ingest_rows(task=task, rows=_rows(points, now))
+
+
+def ingest_rows(*, task: Task, rows: list[PointRow]) -> list[dict[str, Any]]:
+    """`ingest_metrics` for rows that are storable as they are (`checked_rows`)."""
     if not rows:
         return []
     with transaction.atomic():
