@@ -8,6 +8,7 @@ on it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -300,7 +301,41 @@ class HeartbeatRecord:
 
 
 def record_heartbeats(records: list[HeartbeatRecord]) -> None:
-    """`record_heartbeat` for many nodes at once: one UPDATE per set of fields given."""
+    """`record_heartbeat` for many nodes at once, in one UPDATE.
+
+    On PostgreSQL the rows come in as arrays (`unnest`): Django's `bulk_update` builds a
+    CASE expression per field and row, and resolving it cost a web process a fifth of its
+    CPU at 1,000 agents.
+    """
+    if not records:
+        return
+    if connection.vendor != "postgresql":
+        _record_heartbeats_portably(records)
+        return
+    records = sorted(records, key=lambda r: r.node_id)
+    q = connection.ops.quote_name
+    sql = (
+        f"UPDATE {q(Node._meta.db_table)} AS n SET last_seen = v.seen, usage = v.usage,"
+        " isolation = COALESCE(v.isolation, n.isolation),"
+        " agent_version = COALESCE(v.version, n.agent_version)"
+        " FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[]::jsonb[], %s::text[],"
+        " %s::text[]) AS v(id, seen, usage, isolation, version) WHERE n.id = v.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [
+                [r.node_id for r in records],
+                [r.now for r in records],
+                [json.dumps(r.usage) for r in records],
+                [r.isolation for r in records],
+                [r.agent_version for r in records],
+            ],
+        )
+
+
+def _record_heartbeats_portably(records: list[HeartbeatRecord]) -> None:
+    """`record_heartbeats` on SQLite (standalone): one bulk UPDATE per set of fields."""
     groups: dict[tuple[bool, bool], list[Node]] = {}
     for r in records:
         node = Node(
