@@ -57,8 +57,8 @@ new MutationObserver((_records, observer) => {
 """
 
 
-def _load_job(user: Any, points: int) -> int:
-    """A running job with `points` steps of `loss` and `acc`; returns its id."""
+def _load_job(user: Any, points: int, names: tuple[str, ...] = ("loss", "acc")) -> int:
+    """A running job with `points` steps of each of `names` (`loss`, `acc`); returns its id."""
     from django.db import connection, transaction
     from trainhub.jobs.models import Job, Task
     from trainhub.telemetry.models import MetricPoint
@@ -80,8 +80,10 @@ def _load_job(user: Any, points: int) -> int:
     for start in range(0, points, BATCH_STEPS):
         batch = []
         for step in range(start, min(points, start + BATCH_STEPS)):
-            batch.append(("loss", step, 2.0 / math.sqrt(step + 1) + 0.05 * math.sin(step)))
-            batch.append(("acc", step, 1.0 - 1.0 / math.sqrt(step + 1)))
+            if "loss" in names:
+                batch.append(("loss", step, 2.0 / math.sqrt(step + 1) + 0.05 * math.sin(step)))
+            if "acc" in names:
+                batch.append(("acc", step, 1.0 - 1.0 / math.sqrt(step + 1)))
         with transaction.atomic(), connection.cursor() as cursor:
             raw = cursor.cursor  # psycopg's own cursor, for COPY
             columns = "(job_id, task_id, name, step, value, time)"
