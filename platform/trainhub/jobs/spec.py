@@ -15,12 +15,13 @@ from rest_framework import serializers
 
 from ps_runtime.archives import is_digest
 from trainhub.nodes.models import Node
-from trainhub.tenancy.models import Team
+from trainhub.tenancy.models import Quota, Team
 from trainhub.tenancy.selectors import can_submit, role_in
 
 from .choices import Priority
 from .codearchives import usable_by
 from .jobspec import JobSpec
+from .usage import job_request
 
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -181,7 +182,9 @@ class JobSpecSerializer(StrictSerializer):
             attrs[section]["resources"] = dict(
                 attrs[section].get("resources") or _defaults(resources_class)
             )
-        _check_fits_some_node(JobSpec.from_dict(attrs))
+        spec = JobSpec.from_dict(attrs)
+        _check_fits_some_node(spec)
+        _check_fits_team_quota(spec)
         return attrs
 
     @property
@@ -268,3 +271,42 @@ def _check_fits_some_node(spec: JobSpec) -> None:
                         }
                     }
                 )
+
+
+_UNITS = {"cpu": "CPUs", "memory_mb": "MiB of memory", "gpu": "GPUs"}
+
+
+def _check_fits_team_quota(spec: JobSpec) -> None:
+    """Reject a job that even at its smallest size needs more than its team may ever use:
+    the nominal quota plus the borrowing limit (production jobs never borrow: the nominal
+    quota alone). A resource without a borrowing limit bounds only production jobs (the
+    others borrow what the cluster has, and nodes can be added).
+    """
+    quota = Quota.objects.filter(team__slug=spec.team).first()
+    if quota is None:
+        return
+    production = spec.priority == Priority.PRODUCTION
+    need = job_request(spec)
+    for name, unit in _UNITS.items():
+        limit = 0 if production else getattr(quota, f"borrowing_limit_{name}")
+        if limit is None:
+            continue
+        nominal = getattr(quota, name)
+        asked = getattr(need, name)
+        if asked > nominal + limit + 1e-9:
+            ceiling = (
+                f"its quota of {nominal:g} (production jobs never borrow)"
+                if production
+                else f"its quota of {nominal:g} plus its borrowing limit of {limit:g}"
+            )
+            raise serializers.ValidationError(
+                {
+                    "team": [
+                        f"This job needs at least {asked:g} {unit} (its coordinator, "
+                        f"{spec.parameter_servers.replicas} parameter servers and "
+                        f"{spec.workers.min} workers), but team '{spec.team}' may never use "
+                        f"more than {nominal + limit:g}: {ceiling}. Make the job smaller, "
+                        "or ask a team admin for more quota."
+                    ]
+                }
+            )

@@ -119,18 +119,19 @@ def test_dry_run_validates_as_a_submission_does(world: dict[str, Any], capture: 
 
 def test_a_priority_cap_refusal_stays_a_409_or_400(world: dict[str, Any], capture: Capture) -> None:
     team = Team.objects.get(slug="recsys")
-    set_priority_caps(team=team, caps={"production": LimitResources(cpu=2)})
+    # A cap below the 2-CPU quota: a job the quota holds can still be beyond the cap.
+    set_priority_caps(team=team, caps={"production": LimitResources(cpu=1.5)})
     assert PriorityCap.objects.filter(team=team).exists()
     make_job(world["alice"], **_small(name="prod-1", priority="production"))
     with _creates_nothing(capture):
         no_room = world["client"].post(URL, _small(priority="production"), format="json")
         too_big = world["client"].post(
             URL,
-            _small(priority="production", workers={"min": 4, "resources": SMALL}),
+            _small(priority="production", workers={"min": 2, "resources": SMALL}),
             format="json",
         )
     assert no_room.status_code == 409, no_room.content
-    assert "at most cpu 2 at production" in no_room.json()["detail"]
+    assert "at most cpu 1.5 at production" in no_room.json()["detail"]
     assert too_big.status_code == 400 and "priority" in too_big.json()
 
 

@@ -102,3 +102,53 @@ def test_viewer_cannot_submit(client: APIClient) -> None:
     assert response.status_code == 403  # the contract: a viewer's submit is forbidden
     assert "Viewers" in response.json()["detail"]
     assert Job.objects.count() == 0
+
+
+def test_a_job_larger_than_quota_plus_borrowing_limit_is_refused_naming_the_resource(
+    client: APIClient,
+) -> None:
+    from trainhub.tenancy.models import Quota
+
+    Quota.objects.filter(team__slug="recsys").update(cpu=2, borrowing_limit_cpu=1)
+    # Coordinator 1 + one PS 1 + two workers of 1 CPU: 4 CPUs, and the team may use 3.
+    response = _post(
+        client,
+        {
+            "name": "big",
+            "team": "recsys",
+            "entrypoint": "ps_runtime.examples.movielens:train",
+            "workers": {"min": 2, "max": 4, "resources": {"cpu": 1}},
+        },
+    )
+    assert response.status_code == 400, response.json()
+    message = response.json()["team"][0]
+    assert "4 CPUs" in message and "may never use more than 3" in message
+    assert not Job.objects.exists()
+
+    # One worker fits the 3 CPUs; an unlimited resource (memory) bounds nothing.
+    response = _post(
+        client,
+        {
+            "name": "small",
+            "team": "recsys",
+            "entrypoint": "ps_runtime.examples.movielens:train",
+            "workers": {"min": 1, "max": 4, "resources": {"cpu": 1, "memory_mb": 4096}},
+        },
+    )
+    assert response.status_code == 201, response.json()
+
+
+def test_a_production_job_larger_than_the_nominal_quota_is_refused(client: APIClient) -> None:
+    from trainhub.tenancy.models import Quota
+
+    Quota.objects.filter(team__slug="recsys").update(cpu=2)  # borrowing unlimited
+    body = {
+        "name": "prod",
+        "team": "recsys",
+        "entrypoint": "ps_runtime.examples.movielens:train",
+        "priority": "production",
+    }
+    response = _post(client, body)  # coordinator, one PS, one worker: 3 CPUs
+    assert response.status_code == 400, response.json()
+    assert "production jobs never borrow" in response.json()["team"][0]
+    assert _post(client, {**body, "priority": "normal"}).status_code == 201
