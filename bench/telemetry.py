@@ -11,13 +11,15 @@ pg_ctl and redis-server on free loopback ports, never the shared ones):
 - connects every agent over a real WebSocket (`/ws/agent/`, its node credential); each
   sends a numbered heartbeat every 5 s (first one at a random offset) and times it to
   the `ack` that covers it; each sender streams metric batches of 1,000 points (two in
-  flight at most, as fast as they are acknowledged);
+  flight at most, as fast as they are acknowledged); the nodes start as seen just
+  before, and the measured window opens once every agent has had a heartbeat
+  acknowledged (`connect_s`: how long that took);
 - halfway through, reads the 1M-point series with `max_points=1000` over HTTP (time,
   bytes, and the web processes' peak memory);
 - every 2 s counts the simulated nodes the platform would call lost (no heartbeat within
   `TRAINHUB_NODE_LOST_AFTER`).
 
-Prints `{"cases": [{"agents", "heartbeat_rtt_ms": {"p50", "p99", "max"}, "heartbeats",
+Prints `{"cases": [{"agents", "connect_s", "heartbeat_rtt_ms": {"p50", "p99", "max"}, "heartbeats",
 "ingest_points_per_s", "refused", "nodes_marked_lost", "read_1m": {...}}]}`.
 """
 
