@@ -81,11 +81,19 @@ def _accrue_vruntime(view: ClusterView, now: datetime, last: CycleRecord | None)
             if not t.stopping:
                 held = held + t.resources
         increments.append((vruntime_increment(held, capacity, seconds, j.priority), j.id))
-    # One statement per job, sent in a batch (psycopg pipelines executemany).
+    table = connection.ops.quote_name(Job._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {Job._meta.db_table} SET vruntime = vruntime + %s WHERE id = %s", increments
-        )
+        if connection.vendor == "postgresql":  # one statement for every running job
+            increments.sort(key=lambda pair: pair[1])
+            cursor.execute(
+                f"UPDATE {table} AS j SET vruntime = j.vruntime + v.add FROM"
+                " unnest(%s::float8[], %s::bigint[]) AS v(add, id) WHERE j.id = v.id",
+                [[add for add, _ in increments], [job_id for _, job_id in increments]],
+            )
+        else:  # SQLite (standalone): one statement per job
+            cursor.executemany(
+                f"UPDATE {table} SET vruntime = vruntime + %s WHERE id = %s", increments
+            )
 
 
 def run_cycle(

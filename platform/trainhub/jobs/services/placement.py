@@ -78,11 +78,9 @@ def place_job(
 def set_pending_reasons(reasons: dict[int, str]) -> None:
     """Store why each pending job is still waiting (only rows whose reason changed, one
     UPDATE per distinct reason)."""
-    current = dict(
-        Job.objects.filter(pk__in=reasons, state=JobState.PENDING).values_list(
-            "pk", "pending_reason"
-        )
-    )
+    # Every pending job's reason, rather than those of `reasons` by id: the same rows
+    # (the cycle words a reason for each pending job), without an IN list of thousands.
+    current = dict(Job.objects.filter(state=JobState.PENDING).values_list("pk", "pending_reason"))
     changed: dict[str, list[int]] = {}
     for job_id, reason in reasons.items():
         if job_id in current and current[job_id] != reason:
