@@ -6,6 +6,8 @@ from typing import IO, Any
 
 import httpx
 
+from . import config
+
 
 class ApiError(Exception):
     """The server refused the request or could not be reached; `message` says why."""
@@ -63,3 +65,9 @@ class ApiClient:
     def upload(self, path: str, file: IO[bytes], filename: str, **fields: str) -> Any:
         """POST a multipart form: `file` as the field `file`, plus plain `fields`."""
         return self.request("POST", path, files={"file": (filename, file)}, data=fields)
+
+
+def signed_in() -> ApiClient:
+    """A client for the server and token that `trainhub login` stored."""
+    login = config.load()
+    return ApiClient(login.url, login.token)

@@ -10,28 +10,20 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainhub.jobs.jobspec import JobSpec
 
-from . import codepack, config
-from .api_client import ApiClient, ApiError
+from . import config
+from .api_client import ApiClient, ApiError, signed_in
+from .errors import EXIT_LOGIN, EXIT_REFUSED, EXIT_SERVER, CommandError
 from .output import amount, print_json, print_table
+from .submission import submit
 
-EXIT_REFUSED, EXIT_USAGE, EXIT_LOGIN, EXIT_SERVER = 1, 2, 3, 4
 TERMINAL = {"succeeded", "failed", "cancelled"}
-
-
-class CommandError(Exception):
-    def __init__(self, message: str, code: int = EXIT_REFUSED) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def add_commands(sub: Any) -> None:
@@ -57,6 +49,12 @@ def add_commands(sub: Any) -> None:
         metavar="DIR",
         help="pack DIR (minus .trainhubignore), upload it and run the job with it first on "
         "the Python path",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="create nothing: say whether the job would start now, its queue position, and "
+        "why it would wait (--code still uploads, by content digest)",
     )
 
     p = command("jobs", jobs, "list jobs of your teams")
@@ -112,11 +110,6 @@ def _run(handler: Any) -> Any:
     return run
 
 
-def _client() -> ApiClient:
-    login = config.load()
-    return ApiClient(login.url, login.token)
-
-
 def login(args: argparse.Namespace) -> None:
     url = args.url.rstrip("/")
     if args.token:
@@ -135,46 +128,8 @@ def login(args: argparse.Namespace) -> None:
     print(f"Logged in to {url} as {me['username']}: {teams}. Login saved in {path}.")
 
 
-def submit(args: argparse.Namespace) -> None:
-    try:
-        document = yaml.safe_load(args.spec.read_text())
-    except OSError as exc:
-        raise CommandError(f"cannot read {args.spec}: {exc.strerror}", EXIT_USAGE) from exc
-    except yaml.YAMLError as exc:
-        raise CommandError(f"{args.spec} is not valid YAML: {exc}", EXIT_USAGE) from exc
-    if not isinstance(document, dict):
-        raise CommandError(f"{args.spec} must hold a mapping (the job spec)", EXIT_USAGE)
-    if args.team:
-        document["team"] = args.team
-    client = _client()
-    if args.code is not None:
-        document["code"] = _upload_code(client, args.code, document.get("team"))
-    # Sent as written: the server validates it and answers with errors naming the fields.
-    job = client.post("/jobs/", document)
-    if args.json:
-        print_json(job)
-    else:
-        print(f"submitted job {job['id']} ({job['name']}, team {job['team']}): {job['state']}")
-
-
-def _upload_code(client: ApiClient, root: Path, team: Any) -> str:
-    """Pack and upload `root`; the digest the spec's `code` names."""
-    if not root.is_dir():
-        raise CommandError(f"--code {root}: not a directory", EXIT_USAGE)
-    with tempfile.TemporaryFile() as archive:
-        count = codepack.pack(root, archive)
-        archive.seek(0)
-        fields = {"team": team} if isinstance(team, str) else {}
-        stored = client.upload("/code/", archive, f"{root.resolve().name}.tar.gz", **fields)
-    print(
-        f"uploaded {root} ({count} files, {stored['size']} bytes) as {stored['digest']}",
-        file=sys.stderr,
-    )
-    return str(stored["digest"])
-
-
 def jobs(args: argparse.Namespace) -> None:
-    page = _client().get(
+    page = signed_in().get(
         "/jobs/",
         team=args.team,
         state=args.state,
@@ -213,7 +168,7 @@ def _workers(job: dict[str, Any]) -> str:
 
 
 def describe(args: argparse.Namespace) -> None:
-    client = _client()
+    client = signed_in()
     job = client.get(f"/jobs/{args.job}/")
     events = client.get(f"/jobs/{args.job}/events/")
     if args.json:
@@ -271,7 +226,7 @@ def describe(args: argparse.Namespace) -> None:
 
 
 def logs(args: argparse.Namespace) -> None:
-    client = _client()
+    client = signed_in()
     after = 0
     while True:
         lines = client.get(f"/jobs/{args.job}/logs/", after=after)["lines"]
@@ -291,7 +246,7 @@ def logs(args: argparse.Namespace) -> None:
 
 
 def cancel(args: argparse.Namespace) -> None:
-    job = _client().post(f"/jobs/{args.job}/cancel/")
+    job = signed_in().post(f"/jobs/{args.job}/cancel/")
     if args.json:
         print_json(job)
     else:
@@ -299,7 +254,7 @@ def cancel(args: argparse.Namespace) -> None:
 
 
 def scale(args: argparse.Namespace) -> None:
-    job = _client().post(f"/jobs/{args.job}/scale/", {"workers": args.workers})
+    job = signed_in().post(f"/jobs/{args.job}/scale/", {"workers": args.workers})
     if args.json:
         print_json(job)
     else:
@@ -307,7 +262,7 @@ def scale(args: argparse.Namespace) -> None:
 
 
 def nodes(args: argparse.Namespace) -> None:
-    page = _client().get("/nodes/", limit=1000)
+    page = signed_in().get("/nodes/", limit=1000)
     if args.json:
         print_json(page)
         return
@@ -331,7 +286,7 @@ def nodes(args: argparse.Namespace) -> None:
 
 
 def quota(args: argparse.Namespace) -> None:
-    client = _client()
+    client = signed_in()
     if args.team:
         slugs = [args.team]
     else:

@@ -123,6 +123,35 @@ def test_submit_jobs_describe_scale_cancel(user: dict[str, Any]) -> None:
     assert "bogus: Unknown field 'bogus'" in refused.stderr
 
 
+def test_submit_dry_run_answers_and_creates_nothing(user: dict[str, Any]) -> None:
+    from trainhub.tenancy.models import Quota
+
+    config, spec = user["config"], str(user["spec"])
+    # 4 CPUs and no borrowing: the spec's 1.5 CPUs fit; 5.5 never can.
+    Quota.objects.filter(team__slug="recsys").update(borrowing_limit_cpu=0)
+    fits = trainhub(config, "submit", spec, "--dry-run")
+    assert fits.returncode == 0, fits.stderr
+    assert "would start now (queue position 1)" in fits.stdout
+    assert "nothing was submitted" in fits.stdout
+    assert not Job.objects.exists()
+    answer = json.loads(trainhub(config, "submit", spec, "--dry-run", "--json").stdout)
+    assert answer["fits_now"] is True and answer["position"] == 1
+
+    _submit(user)  # pending: no cycle has run, so the dry run queues behind it
+    behind = trainhub(config, "submit", spec, "--dry-run")
+    assert behind.returncode == 0, behind.stderr
+    assert "queue position 2" in behind.stdout
+    assert Job.objects.count() == 1
+
+    huge = user["spec"].with_name("huge.yaml")
+    huge.write_text(
+        JOB_YAML.replace("workers: {min: 1", "workers: {min: 9").replace("max: 3", "max: 9")
+    )
+    refused = trainhub(config, "submit", str(huge), "--dry-run")
+    assert refused.returncode == 1 and "team:" in refused.stderr
+    assert Job.objects.count() == 1
+
+
 def test_logs_follow_prints_until_the_job_ends(user: dict[str, Any]) -> None:
     job_id = _submit(user)
     node = user["node"]
