@@ -10,20 +10,27 @@ requested, so a preview changes nothing, however often it is asked.
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
+from trainhub.jobs.choices import JOB_ACTIVE, JobState
 from trainhub.jobs.jobspec import JobSpec, ResourceSpec
+from trainhub.jobs.models import Job
 from trainhub.jobs.services import check_submission
 
 from . import policy
+from .forecast import estimate_start
 from .queue import position_if_submitted
 from .snapshot import read_cluster
 
 # The hypothetical job's id in the snapshot: real ids are positive, so it never clashes.
 PREVIEW_JOB_ID = -1
+# Expected runtimes come from the jobs that succeeded in this many days.
+HISTORY_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,9 @@ class Preview:
 
     `reason` is empty when the job fits now, else the pending reason the scheduler would
     give it. `estimated_start` is `now` when it fits; when the policy would free capacity
-    for it (preempting or shrinking borrowers), now plus the preemption grace period; in
-    every other case unknown (None): it depends on when other jobs finish.
+    for it (preempting or shrinking borrowers), now plus the preemption grace period;
+    otherwise the forecast's answer (`forecast.py`: the policy run forward as running jobs
+    end at their expected time), or None when that is unknown.
     """
 
     fits_now: bool
@@ -84,8 +92,51 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
     if any(start.job_id == PREVIEW_JOB_ID for start in decisions.starts):
         return Preview(fits_now=True, position=position, reason="", estimated_start=now)
     reserved = any(r.job_id == PREVIEW_JOB_ID for r in decisions.reservations)
-    estimate = (
-        now + timedelta(seconds=snapshot.config.preemption_grace_seconds) if reserved else None
-    )
+    if reserved:
+        estimate: datetime | None = now + timedelta(
+            seconds=snapshot.config.preemption_grace_seconds
+        )
+    else:
+        estimate = _forecast(snapshot, spec, now)
     reason = decisions.pending_reasons.get(PREVIEW_JOB_ID, "waiting for the next scheduling cycle")
     return Preview(fits_now=False, position=position, reason=reason, estimated_start=estimate)
+
+
+def _forecast(snapshot: policy.Snapshot, spec: JobSpec, now: datetime) -> datetime | None:
+    """When the forecast would start the hypothetical job, from the expected runtimes of
+    what runs and waits: the median runtime of the team's jobs of the same name that
+    succeeded in the last `HISTORY_DAYS` days, else of all the team's (unknown without
+    history). A job running past its expected end is expected to end now."""
+    by_name: dict[tuple[str, str], list[float]] = defaultdict(list)
+    by_team: dict[str, list[float]] = defaultdict(list)
+    done = Job.objects.filter(
+        state=JobState.SUCCEEDED,
+        finished_at__gte=now - timedelta(days=HISTORY_DAYS),
+        started_at__isnull=False,
+    ).values_list("team__slug", "name", "started_at", "finished_at")
+    for team, name, started, finished in done:
+        if started is None or finished is None:  # filtered out above; for the type checker
+            continue
+        seconds = (finished - started).total_seconds()
+        by_name[(team, name)].append(seconds)
+        by_team[team].append(seconds)
+    if not by_team:
+        return None
+    medians = {key: statistics.median(v) for key, v in by_name.items()}
+    team_medians = {team: statistics.median(v) for team, v in by_team.items()}
+    names = dict(Job.objects.filter(state__in=JOB_ACTIVE).values_list("pk", "name"))
+    names[PREVIEW_JOB_ID] = spec.name
+
+    def runtime(job: policy.Job) -> float | None:
+        found = medians.get((job.team, names.get(job.id, "")))
+        return found if found is not None else team_medians.get(job.team)
+
+    ends = {}
+    for job in snapshot.jobs:
+        expected = runtime(job) if job.state == policy.RUNNING else None
+        if expected is not None:
+            ends[job.id] = max(snapshot.now, (job.started_at or snapshot.now) + expected)
+    at = estimate_start(
+        snapshot, PREVIEW_JOB_ID, ends=ends, runtime=runtime, policy_name=settings.SCHEDULER_POLICY
+    )
+    return None if at is None else datetime.fromtimestamp(at, tz=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -157,3 +157,24 @@ def test_dry_run_false_submits(world: dict[str, Any]) -> None:
     response = world["client"].post("/api/v1/jobs/?dry_run=false", _small(), format="json")
     assert response.status_code == 201
     assert Job.objects.count() == 1
+
+
+def test_the_estimated_start_comes_from_expected_runtimes(
+    world: dict[str, Any], capture: Capture
+) -> None:
+    # History: a 'holder' that succeeded after 10 minutes.
+    past = make_job(world["alice"], **_small(name="holder"))
+    ended = timezone.now() - timedelta(hours=1)
+    Job.objects.filter(pk=past.pk).update(
+        state="succeeded", started_at=ended - timedelta(minutes=10), finished_at=ended
+    )
+    before = timezone.now()
+    _run(world["alice"], world["node"], name="holder")  # runs now, expected for 10 min
+    make_job(world["alice"], **_small(name="first-in-line"))  # starts when holder ends
+    with _creates_nothing(capture):
+        response = world["client"].post(URL, _small(), format="json")
+    body = response.json()
+    assert body["fits_now"] is False and body["position"] == 2, body
+    # Holder ends in 10 min; first-in-line then runs the team's median, 10 min more.
+    estimate = datetime.fromisoformat(body["estimated_start"])
+    assert before + timedelta(minutes=20) <= estimate <= timezone.now() + timedelta(minutes=20)
