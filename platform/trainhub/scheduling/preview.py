@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 
 from trainhub.jobs.choices import JOB_ACTIVE, JobState
 from trainhub.jobs.jobspec import JobSpec, ResourceSpec
@@ -31,6 +32,7 @@ from .snapshot import read_cluster
 PREVIEW_JOB_ID = -1
 # Expected runtimes come from the jobs that succeeded in this many days.
 HISTORY_DAYS = 30
+FORECAST_CACHE_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -97,16 +99,42 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
             seconds=snapshot.config.preemption_grace_seconds
         )
     else:
-        estimate = _forecast(snapshot, spec, now)
+        runtimes = _runtimes(now)
+        estimate = (
+            None
+            if runtimes is None
+            else _forecast(snapshot, PREVIEW_JOB_ID, runtimes, name=spec.name)
+        )
     reason = decisions.pending_reasons.get(PREVIEW_JOB_ID, "waiting for the next scheduling cycle")
     return Preview(fits_now=False, position=position, reason=reason, estimated_start=estimate)
 
 
-def _forecast(snapshot: policy.Snapshot, spec: JobSpec, now: datetime) -> datetime | None:
-    """When the forecast would start the hypothetical job, from the expected runtimes of
-    what runs and waits: the median runtime of the team's jobs of the same name that
-    succeeded in the last `HISTORY_DAYS` days, else of all the team's (unknown without
-    history). A job running past its expected end is expected to end now."""
+def forecast_start(job: Job, *, now: datetime) -> datetime | None:
+    """When a pending job is expected to start (None: unknown); kept 30 s per job, since
+    the job page asks every 10 s and the forecast reads the whole cluster."""
+    key = f"trainhub:forecast:{job.pk}"
+    cached = cache.get(key)
+    if cached is not None:
+        return cached[0]
+    at = None
+    runtimes = _runtimes(now) if job.state == JobState.PENDING else None
+    if runtimes is not None:
+        at = _forecast(read_cluster(now).snapshot, job.pk, runtimes)
+    cache.set(key, (at,), FORECAST_CACHE_SECONDS)
+    return at
+
+
+@dataclass(frozen=True)
+class _Runtimes:
+    """Median runtime of the jobs that succeeded in the last `HISTORY_DAYS` days, per team
+    and job name and per team."""
+
+    by_name: dict[tuple[str, str], float]
+    by_team: dict[str, float]
+
+
+def _runtimes(now: datetime) -> _Runtimes | None:
+    """What the forecast expects jobs to run; None without any history."""
     by_name: dict[tuple[str, str], list[float]] = defaultdict(list)
     by_team: dict[str, list[float]] = defaultdict(list)
     done = Job.objects.filter(
@@ -122,14 +150,25 @@ def _forecast(snapshot: policy.Snapshot, spec: JobSpec, now: datetime) -> dateti
         by_team[team].append(seconds)
     if not by_team:
         return None
-    medians = {key: statistics.median(v) for key, v in by_name.items()}
-    team_medians = {team: statistics.median(v) for team, v in by_team.items()}
+    return _Runtimes(
+        {key: statistics.median(v) for key, v in by_name.items()},
+        {team: statistics.median(v) for team, v in by_team.items()},
+    )
+
+
+def _forecast(
+    snapshot: policy.Snapshot, job_id: int, runtimes: _Runtimes, *, name: str | None = None
+) -> datetime | None:
+    """When the forecast would start job `job_id` (`name`: the hypothetical job's name). A
+    job is expected to run the median runtime of its team's jobs of the same name, else of
+    all its team's; one running past its expected end is expected to end now."""
     names = dict(Job.objects.filter(state__in=JOB_ACTIVE).values_list("pk", "name"))
-    names[PREVIEW_JOB_ID] = spec.name
+    if name is not None:
+        names[job_id] = name
 
     def runtime(job: policy.Job) -> float | None:
-        found = medians.get((job.team, names.get(job.id, "")))
-        return found if found is not None else team_medians.get(job.team)
+        found = runtimes.by_name.get((job.team, names.get(job.id, "")))
+        return found if found is not None else runtimes.by_team.get(job.team)
 
     ends = {}
     for job in snapshot.jobs:
@@ -137,6 +176,6 @@ def _forecast(snapshot: policy.Snapshot, spec: JobSpec, now: datetime) -> dateti
         if expected is not None:
             ends[job.id] = max(snapshot.now, (job.started_at or snapshot.now) + expected)
     at = estimate_start(
-        snapshot, PREVIEW_JOB_ID, ends=ends, runtime=runtime, policy_name=settings.SCHEDULER_POLICY
+        snapshot, job_id, ends=ends, runtime=runtime, policy_name=settings.SCHEDULER_POLICY
     )
     return None if at is None else datetime.fromtimestamp(at, tz=UTC)

@@ -104,6 +104,29 @@ def test_a_pending_job_shows_why_it_waits_and_its_queue_position(world: World) -
     assert "load" not in fragment.split("hx-trigger=")[1].split(">")[0]
 
 
+def test_a_waiting_job_shows_its_expected_start(world: World) -> None:
+    from datetime import timedelta
+
+    from django.core.cache import cache
+
+    cache.clear()
+    # History: a 'holder' of recsys succeeded after 10 minutes; another one fills the node.
+    past = make_job(world.alice, name="holder")
+    ended = timezone.now() - timedelta(hours=1)
+    Job.objects.filter(pk=past.pk).update(
+        state=JobState.SUCCEEDED, started_at=ended - timedelta(minutes=10), finished_at=ended
+    )
+    before = timezone.now()
+    _running(make_job(world.alice, name="holder", workers={"min": 6, "max": 6}), world.node)
+    fragment = (
+        _client(world.alice).get(f"/jobs/{world.job.pk}/queue/", headers=HTMX).content.decode()
+    )
+    assert 'id="estimated-start"' in fragment, fragment
+    when = datetime.fromisoformat(fragment.split('datetime="')[1].split('"')[0])
+    assert before + timedelta(minutes=10) - timedelta(seconds=1) <= when
+    assert when <= timezone.now() + timedelta(minutes=10)
+
+
 def test_a_running_job_shows_its_tasks_spec_and_actions(world: World) -> None:
     job = _running(world.job, world.node)
     page = _page(_client(world.alice), job)
@@ -323,8 +346,9 @@ def test_query_counts_of_the_page_and_its_fragments(
     url = f"/jobs/{world.job.pk}/"
     # session, user, navigation, job, 3 policies, tasks, events, checkpoint events
     _queries(django_assert_num_queries, client, url, 10)
-    # session, user, job, and the pending jobs to rank
-    _queries(django_assert_num_queries, client, f"{url}queue/", 4, headers=HTMX)
+    # session, user, job, the pending jobs to rank, and runtimes for the forecast (none
+    # yet: no cluster read)
+    _queries(django_assert_num_queries, client, f"{url}queue/", 5, headers=HTMX)
     _running(world.job, world.node)
     for i in range(30):
         world.job.events.create(time=timezone.now(), kind="scale", reason=f"n{i}", actor="x")

@@ -20,10 +20,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from trainhub.jobs.choices import JOB_TERMINAL, JobState, TaskRole
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.policies import can_cancel, can_clone, can_scale
+from trainhub.scheduling.preview import forecast_start
 from trainhub.scheduling.queue import queue_positions
 from trainhub.telemetry.models import JobTelemetry, LogLine
 
@@ -63,6 +65,7 @@ def queue_context(job: Job, *, position: bool = True) -> dict[str, Any]:
     ranks = queue_positions()
     return {
         "job": job,
+        "estimated_start": forecast_start(job, now=timezone.now()),
         "queue_position": ranks.get(job.pk),
         "queue_length": len(ranks),
         "queue_lazy": False,
