@@ -9,6 +9,7 @@ an unknown state or kind is a `ProtocolError` that names the field.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -67,6 +68,9 @@ class TaskKey(NamedTuple):
 
 
 MAX_PORT = 65535
+# A heartbeat's usage: a few named numbers ("cpu_percent", "memory_used_mb").
+MAX_USAGE_FIELDS = 32
+_USAGE_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def as_port(value: object, path: str) -> int:
@@ -100,6 +104,25 @@ class LiveTask:
 
     task: TaskKey
     pid: int
+
+
+def _usage(usage: JsonObject) -> dict[str, float]:
+    """A heartbeat's usage: at most `MAX_USAGE_FIELDS` numbers with snake_case names."""
+    if len(usage.data) > MAX_USAGE_FIELDS:
+        raise ProtocolError(
+            f"{usage.path} must have at most {MAX_USAGE_FIELDS} fields, got {len(usage.data)}",
+            usage.path,
+        )
+    out = {}
+    for name, value in usage.data.items():
+        if not _USAGE_NAME.fullmatch(name):
+            raise ProtocolError(
+                f"{usage.path} field names must be snake_case words of at most 64 "
+                f"characters, got {name[:80]!r}",
+                usage.path,
+            )
+        out[name] = as_number(value, usage.at(name))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +184,7 @@ class Heartbeat:
             else None
         )
         return cls(
-            usage={name: as_number(v, usage.at(name)) for name, v in usage.data.items()},
+            usage=_usage(usage),
             tasks=tuple(live),
             gpus=tuple(gpus),
             ports_in_use=tuple(

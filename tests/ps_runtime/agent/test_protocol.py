@@ -234,6 +234,13 @@ NAN, INF = float("nan"), float("inf")
         ({"type": "heartbeat", "usage": {"cpu_percent": 10**400}}, "usage.cpu_percent", "finite"),
         ({"type": "heartbeat", "usage": {"cpu_percent": True}}, "usage.cpu_percent", "number"),
         ({"type": "heartbeat", "usage": []}, "usage", "a JSON object"),
+        ({"type": "heartbeat", "usage": {"cpu\u0000": 1}}, "usage", "snake_case"),
+        ({"type": "heartbeat", "usage": {"x" * 65: 1}}, "usage", "snake_case"),
+        (
+            {"type": "heartbeat", "usage": {f"m{i}": 1 for i in range(33)}},
+            "usage",
+            "at most 32 fields",
+        ),
         ({"type": "heartbeat", "tasks": {}}, "tasks", "a list"),
         (
             {"type": "heartbeat", "tasks": [{"id": 1, "attempt": 1, "pid": True}]},
