@@ -1,6 +1,7 @@
 """Time the platform's whole scheduling cycle on PostgreSQL; one JSON line per size.
 
     .venv/bin/python bench/scheduler_platform.py [--sizes 1000x100,10000x1000] [--repeat 3]
+        [--pending-sizes 1000x100,10000x1000]
 
 `bench/scheduler_scale.py` times the policy alone; this one times what Celery runs every
 5 s: `run_cycle` reading the snapshot from the database, the policy, and applying the
@@ -11,11 +12,15 @@ database next to $DATABASE_URL's (default postgres://postgres@127.0.0.1:5432/tes
 dropped afterwards. Every timed cycle is rolled back, so each repeat sees the same state.
 `read_s` is the snapshot read alone; `first_cycle_s` the first cycle, committed (every
 pending reason is new then), and `cycle_s` the median of the rolled-back cycles after it.
+`--pending-sizes` times the same jobs all pending (`"all_pending": true`): the cycle that
+starts as many as fit (ports, GPUs, events, each job's TLS CA) and words the rest's
+pending reasons, rolled back and repeated.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -133,6 +138,52 @@ def populate(snap: policy.Snapshot, now: datetime) -> None:
     Task.objects.bulk_create(tasks, batch_size=5000)
 
 
+def all_pending(snap: policy.Snapshot) -> policy.Snapshot:
+    """The same jobs, none of them started yet (a cluster back from an outage, or the
+    morning's submissions): the cycle that places as many as fit and words the rest's
+    reasons."""
+    jobs = tuple(
+        dataclasses.replace(j, state=policy.PENDING, tasks=(), started_at=None, vruntime=0.0)
+        for j in snap.jobs
+    )
+    return dataclasses.replace(snap, jobs=jobs)
+
+
+def run_pending(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
+    """Every job pending: the median of `repeat` such cycles, each rolled back."""
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from trainhub.scheduling.services import run_cycle
+
+    logging.getLogger("trainhub").setLevel(logging.WARNING)
+    call_command("migrate", verbosity=0)
+    snap = all_pending(steady_state(cluster(n_nodes, n_jobs), random.Random(1)))
+    now = datetime.now(UTC)
+    populate(snap, now)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    cycles = []
+    result = None
+    for _ in range(repeat):
+        try:
+            with transaction.atomic():
+                t0 = time.perf_counter()
+                result = run_cycle(now=now)
+                cycles.append(time.perf_counter() - t0)
+                raise Rollback
+        except Rollback:
+            pass
+    assert result is not None and result.ran
+    return {
+        "jobs": n_jobs,
+        "nodes": n_nodes,
+        "all_pending": True,
+        "cycle_s": round(statistics.median(cycles), 3),
+        "starts": len(result.decisions.starts),
+        "pending": len(result.decisions.pending_reasons),
+    }
+
+
 def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
     from django.core.management import call_command
     from django.db import connection, transaction
@@ -189,11 +240,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000x100,10000x1000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--pending-sizes",
+        default="1000x100,10000x1000",
+        help="sizes to time with every job pending ('' for none)",
+    )
     args = parser.parse_args()
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
     parsed = urlparse(base)
     admin_dsn = urlunparse(parsed._replace(path="/postgres"))
-    for size in args.sizes.split(","):
+    cases = [(size, run_size) for size in args.sizes.split(",") if size]
+    cases += [(size, run_pending) for size in args.pending_sizes.split(",") if size]
+    for size, run in cases:
         n_jobs, n_nodes = (int(x) for x in size.split("x"))
         name = f"trainhub_bench_{secrets.token_hex(4)}"
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
@@ -207,7 +265,7 @@ def main() -> None:
             django.setup()
             connections["default"].close()
             connections["default"].settings_dict["NAME"] = name
-            print(json.dumps(run_size(n_jobs, n_nodes, args.repeat)), flush=True)
+            print(json.dumps(run(n_jobs, n_nodes, args.repeat)), flush=True)
             connections["default"].close()
         finally:
             with psycopg.connect(admin_dsn, autocommit=True) as conn:

@@ -97,6 +97,12 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
     Order: preemptions and removals first (they free capacity the starts may be reserved
     on), then starts and growth.
     """
+    view.load_jobs(
+        [p.job_id for p in d.preemptions]
+        + [r.job_id for r in d.remove_workers]
+        + [s.job_id for s in d.starts]
+        + [a.job_id for a in d.add_workers]
+    )
     for p in d.preemptions:
         preempt_job(job=view.job(p.job_id), grace_seconds=p.grace_seconds, reason=p.reason, now=now)
     removals: dict[int, list[policy.RemoveWorker]] = defaultdict(list)
@@ -125,6 +131,7 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
             job=view.job(s.job_id),
             now=now,
             placements=[slots.placement(s.job_id, t) for t in s.tasks],
+            hosts=sorted({view.nodes[t.node_id].address for t in s.tasks}),
         )
     growth: dict[int, list[Placement]] = defaultdict(list)
     for a in d.add_workers:

@@ -50,6 +50,13 @@ class ClusterView:
     used_gpus: dict[int, set[int]]
     _jobs: dict[int, Job] = field(default_factory=dict)
 
+    def load_jobs(self, job_ids: list[int]) -> None:
+        """Load the models of the jobs a cycle decided on in one query (`job` would load
+        each alone)."""
+        missing = [j for j in job_ids if j not in self._jobs]
+        for job in Job.objects.select_related("team").filter(pk__in=missing):
+            self._jobs[job.pk] = job
+
     def job(self, job_id: int) -> Job:
         """The model of a job the policy decided on (loaded on first use: a cycle decides
         on few of the jobs it reads)."""

@@ -35,14 +35,21 @@ class Placement:
 
 @transaction.atomic
 def place_job(
-    *, job: Job, placements: list[Placement], now: datetime, actor: str = "scheduler"
+    *,
+    job: Job,
+    placements: list[Placement],
+    now: datetime,
+    actor: str = "scheduler",
+    hosts: list[str] | None = None,
 ) -> bool:
     """Create the job's tasks on their nodes and move it to starting (gang: all or nothing).
 
     A job requeued after a preemption gets new attempts of its earlier task slots. False
-    (and nothing changed) if the job is not pending.
+    (and nothing changed) if the job is not pending. `hosts`: the addresses of the
+    placements' nodes, when the caller has them (read here otherwise).
     """
     borrowed = any(p.borrowed for p in placements)
+    never_placed = job.started_at is None  # then it has no task slots to reuse
     if not transition_job(
         job,
         JobState.STARTING,
@@ -57,7 +64,7 @@ def place_job(
         pending_since=None,
     ):
         return False
-    slots = {(t.role, t.index): t.pk for t in Task.objects.filter(job=job)}
+    slots = {} if never_placed else {(t.role, t.index): t.pk for t in Task.objects.filter(job=job)}
     new = []
     for p in placements:
         slot = slots.get((p.role, p.index))
@@ -67,10 +74,13 @@ def place_job(
             new_attempt(Task.objects.filter(pk=slot), **_placed_fields(p))
     Task.objects.bulk_create(new)
     # Every task (re)starts now: the job's TLS is decided for all of them at once.
-    hosts = Node.objects.filter(pk__in={p.node_id for p in placements}).values_list(
-        "address", flat=True
-    )
-    issue_job_ca(job, list(hosts), now)
+    if hosts is None:
+        hosts = list(
+            Node.objects.filter(pk__in={p.node_id for p in placements}).values_list(
+                "address", flat=True
+            )
+        )
+    issue_job_ca(job, hosts, now)
     notify_nodes(p.node_id for p in placements)
     return True
 

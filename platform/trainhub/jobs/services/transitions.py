@@ -95,7 +95,9 @@ def transition_job(
     if not changed:
         return False
     from_state = job.state
-    job.refresh_from_db()
+    # What changed, and what the event and the message below read; not the spec (a large
+    # JSON document that nothing here needs).
+    job.refresh_from_db(fields=["state", "message", "pending_reason", *updates])
     record_event(
         job, kind="state", from_state=from_state, to_state=to, reason=reason, actor=actor, now=now
     )
