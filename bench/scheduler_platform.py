@@ -12,9 +12,11 @@ database next to $DATABASE_URL's (default postgres://postgres@127.0.0.1:5432/tes
 dropped afterwards. Every timed cycle is rolled back, so each repeat sees the same state.
 `read_s` is the snapshot read alone; `first_cycle_s` the first cycle, committed (every
 pending reason is new then), and `cycle_s` the median of the rolled-back cycles after it.
-`--pending-sizes` times the same jobs all pending (`"all_pending": true`): the cycle that
-starts as many as fit (ports, GPUs, events, each job's TLS CA) and words the rest's
-pending reasons, rolled back and repeated.
+`dry_run_s` is the median dry run (`scheduling.preview`: read, policy, forecast of the
+start from a history of succeeded jobs, one per five active ones). `--pending-sizes`
+times the same jobs all pending (`"all_pending": true`): the cycle that starts as many
+as fit (ports, GPUs, events, each job's TLS CA) and words the rest's pending reasons,
+rolled back and repeated.
 """
 
 from __future__ import annotations
@@ -138,6 +140,51 @@ def populate(snap: policy.Snapshot, now: datetime) -> None:
     Task.objects.bulk_create(tasks, batch_size=5000)
 
 
+def add_history(snap: policy.Snapshot, now: datetime, rng: random.Random) -> None:
+    """A succeeded job per 5 active ones, 10-60 min long, finished in the last day: what
+    the dry run's forecast reads its expected runtimes from."""
+    from trainhub.jobs.choices import JobState
+    from trainhub.jobs.models import Job
+    from trainhub.tenancy.models import Team
+
+    teams = {t.slug: t for t in Team.objects.all()}
+    first_id = max(j.id for j in snap.jobs) + 1
+    finished = []
+    for i, j in enumerate(snap.jobs[::5]):
+        end = now - timedelta(seconds=rng.uniform(60, 86400))
+        finished.append(
+            Job(
+                id=first_id + i,
+                team=teams[j.team],
+                name=f"job-{j.id}",
+                priority=j.priority,
+                spec=_spec(j),
+                state=JobState.SUCCEEDED,
+                runtime_token="-",
+                started_at=end - timedelta(seconds=rng.uniform(600, 3600)),
+                finished_at=end,
+            )
+        )
+    Job.objects.bulk_create(finished, batch_size=5000)
+
+
+def time_dry_run(snap: policy.Snapshot, repeat: int) -> float:
+    """Median seconds of `POST jobs/?dry_run=true`'s work (validation aside) for a job
+    like the first pending one: read the cluster, run the policy, forecast the start."""
+    from django.utils import timezone
+    from trainhub.jobs.jobspec import JobSpec
+    from trainhub.scheduling.preview import preview_submission
+
+    pending = next(j for j in snap.jobs if j.state == policy.PENDING)
+    spec = JobSpec.from_dict({**_spec(pending), "name": "dry-run"})
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        preview_submission(spec, now=timezone.now())
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def all_pending(snap: policy.Snapshot) -> policy.Snapshot:
     """The same jobs, none of them started yet (a cluster back from an outage, or the
     morning's submissions): the cycle that places as many as fit and words the rest's
@@ -196,6 +243,7 @@ def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
     now = datetime.now(UTC)
     t0 = time.perf_counter()
     populate(snap, now)
+    add_history(snap, now, random.Random(2))
     load_s = time.perf_counter() - t0
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
@@ -220,6 +268,7 @@ def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
             pass
     assert result is not None and result.ran
     d = result.decisions
+    dry_run_s = time_dry_run(snap, repeat)
     return {
         "jobs": n_jobs,
         "nodes": n_nodes,
@@ -227,6 +276,7 @@ def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
         "cycle_s": round(statistics.median(cycles), 3),
         "read_s": round(statistics.median(reads), 3),
         "first_cycle_s": round(first_s, 3),
+        "dry_run_s": round(dry_run_s, 3),
         "load_s": round(load_s, 1),
         "starts": len(d.starts),
         "grown": len(d.add_workers),
