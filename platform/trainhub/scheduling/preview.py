@@ -19,14 +19,14 @@ from django.conf import settings
 from django.core.cache import cache
 
 from trainhub.jobs.choices import JOB_ACTIVE, JobState
-from trainhub.jobs.jobspec import JobSpec, ResourceSpec
+from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import check_submission
 
 from . import policy
 from .forecast import estimate_start
 from .queue import position_if_submitted
-from .snapshot import read_cluster
+from .snapshot import asked_of, read_cluster
 
 # The hypothetical job's id in the snapshot: real ids are positive, so it never clashes.
 PREVIEW_JOB_ID = -1
@@ -52,25 +52,22 @@ class Preview:
     estimated_start: datetime | None
 
 
-def _resources(asked: ResourceSpec) -> policy.Resources:
-    return policy.Resources(float(asked.cpu), float(asked.memory_mb), float(asked.gpu))
-
-
 def hypothetical_job(spec: JobSpec, *, now: datetime) -> policy.Job:
     """`spec` as the policy sees a job that was just submitted."""
+    asked = asked_of(spec)
     return policy.Job(
         id=PREVIEW_JOB_ID,
         team=spec.team,
         priority=spec.priority,
         state=policy.PENDING,
         submit_time=now.timestamp(),
-        worker=_resources(spec.workers.resources),
-        workers_min=spec.workers.min,
-        workers_max=spec.workers.max,
-        ps_count=spec.parameter_servers.replicas,
-        ps=_resources(spec.parameter_servers.resources),
-        coordinator=_resources(spec.coordinator.resources),
-        freeze_seconds=float(spec.freeze_seconds),
+        worker=asked.worker,
+        workers_min=asked.workers_min,
+        workers_max=asked.workers_max,
+        ps_count=asked.ps_count,
+        ps=asked.ps,
+        coordinator=asked.coordinator,
+        freeze_seconds=asked.freeze_seconds,
         pending_since=now.timestamp(),
     )
 

@@ -160,8 +160,8 @@ _JOB_FIELDS = (
 
 
 @dataclass(frozen=True, slots=True)
-class _Asked:
-    """What a job's spec asks of the policy."""
+class Asked:
+    """What a job's spec asks of the policy (GPUs of a `gpu_model` as `ModelResources`)."""
 
     worker: policy.Resources
     workers_min: int
@@ -173,14 +173,14 @@ class _Asked:
 
 
 class _AskedCache:
-    """Each job's `_Asked`, parsed once per spec text: a job's spec never changes after
+    """Each job's `Asked`, parsed once per spec text: a job's spec never changes after
     submission, and decoding 10,000 specs took a fifth of a cycle's snapshot read. Holds
     the jobs of the latest read only (a Celery worker process runs cycle after cycle)."""
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[str, _Asked]] = {}
+        self._known: dict[int, tuple[str, Asked]] = {}
 
-    def read(self, rows: list[dict[str, Any]]) -> dict[int, _Asked]:
+    def read(self, rows: list[dict[str, Any]]) -> dict[int, Asked]:
         known, fresh = self._known, {}
         for row in rows:
             text = row["spec_text"]
@@ -192,9 +192,10 @@ class _AskedCache:
         return {job_id: asked for job_id, (_, asked) in fresh.items()}
 
 
-def _parse_asked(text: str) -> _Asked:
-    spec = JobSpec.from_dict(json.loads(text))
-    return _Asked(
+def asked_of(spec: JobSpec) -> Asked:
+    """What `spec` asks of the policy; the one translation of a spec into policy terms (the
+    cycle, the dry run and the what-if replay all use it)."""
+    return Asked(
         worker=_resources(spec.workers.resources),
         workers_min=spec.workers.min,
         workers_max=spec.workers.max,
@@ -205,10 +206,14 @@ def _parse_asked(text: str) -> _Asked:
     )
 
 
+def _parse_asked(text: str) -> Asked:
+    return asked_of(JobSpec.from_dict(json.loads(text)))
+
+
 _asked_cache = _AskedCache()
 
 
-def _job(job: dict[str, Any], spec: _Asked, tasks: list[policy.Task]) -> policy.Job:
+def _job(job: dict[str, Any], spec: Asked, tasks: list[policy.Task]) -> policy.Job:
     low, high = spec.workers_min, spec.workers_max
     last_rescale = ts(job["last_rescale_at"])
     running_workers = sum(1 for t in tasks if t.role == policy.WORKER and not t.stopping)

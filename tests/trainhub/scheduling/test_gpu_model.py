@@ -25,11 +25,12 @@ from trainhub.scheduling.policy import (
 from trainhub.scheduling.policy import (
     Job as PolicyJob,
 )
+from trainhub.scheduling.preview import preview_submission
 from trainhub.scheduling.services import run_cycle
 from trainhub.scheduling.snapshot import read_cluster
 from trainhub.tenancy.choices import Role
 
-from ..factories import make_job, make_node, make_team, make_user
+from ..factories import make_job, make_node, make_team, make_user, spec
 from .driver import apply
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -180,3 +181,28 @@ def test_a_stored_reservation_keeps_its_model(mixed: dict[str, Any]) -> None:
     )
     [reserved] = read_cluster(timezone.now()).snapshot.reservations
     assert reserved.resources == ModelResources(1, 512, 2, A100)
+
+
+def test_a_dry_run_of_a_model_job_answers_for_that_model(mixed: dict[str, Any]) -> None:
+    """The preview reads the spec as the cycle does: two free V100s do not make a job that
+    asks for two A100s fit, once the A100s are taken."""
+    from trainhub.jobs.spec import parse_job_spec  # after trainhub.jobs.services (import cycle)
+
+    _gpu_job(mixed["alice"], "first", 2, A100)
+    run_cycle(now=timezone.now())
+    small = {"cpu": 1, "memory_mb": 512}
+
+    def asking_for(model: str) -> Any:
+        document = spec(
+            team="vision",
+            name="next",
+            parameter_servers={"replicas": 1, "resources": small},
+            coordinator={"resources": small},
+            workers={"min": 1, "max": 1, "resources": {**small, "gpu": 2, "gpu_model": model}},
+        )
+        return preview_submission(parse_job_spec(document, user=mixed["alice"]), now=timezone.now())
+
+    a100 = asking_for(A100)
+    assert not a100.fits_now
+    assert A100 in a100.reason
+    assert asking_for(V100).fits_now
