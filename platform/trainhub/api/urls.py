@@ -8,6 +8,7 @@ from .views.codearchives import CodeArchiveDownloadView, CodeArchiveUploadView
 from .views.jobs import JobViewSet
 from .views.nodes import EnrollmentTokenViewSet, NodeViewSet
 from .views.teams import TeamViewSet, UserViewSet
+from .views.whatif import WhatIfView
 
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
@@ -22,6 +23,7 @@ urlpatterns = [
     path("v1/", include("trainhub.agents.api.urls")),
     path("v1/code/", CodeArchiveUploadView.as_view(), name="code-upload"),
     path("v1/code/<str:digest>/", CodeArchiveDownloadView.as_view(), name="code-download"),
+    path("v1/whatif/", WhatIfView.as_view(), name="whatif"),
     path("v1/", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

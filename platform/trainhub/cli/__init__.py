@@ -1,7 +1,8 @@
 """The `trainhub` command: run the servers, and talk to a server's REST API.
 
 Server commands (standalone, web, worker, beat, manage) need the server's settings; the
-client commands (login, submit, jobs, describe, logs, cancel, scale, nodes, quota) are a
+client commands (login, submit, jobs, describe, logs, cancel, scale, nodes, quota,
+whatif) are a
 plain HTTP client and need neither Django nor a database.
 """
 

@@ -1,5 +1,5 @@
-"""`trainhub login|submit|jobs|describe|logs|cancel|scale|nodes|quota`: the REST API from a
-terminal. Tables for people, `--json` for scripts.
+"""`trainhub login|submit|jobs|describe|logs|cancel|scale|nodes|quota|whatif`: the REST API
+from a terminal. Tables for people, `--json` for scripts.
 
 Exit codes: 0 done; 1 the server refused the request (the message says why); 2 bad usage;
 3 not logged in or the login is no longer valid; 4 the server could not be reached or failed.
@@ -22,6 +22,7 @@ from .api_client import ApiClient, ApiError, signed_in
 from .errors import EXIT_LOGIN, EXIT_REFUSED, EXIT_SERVER, CommandError
 from .output import amount, print_json, print_table
 from .submission import submit
+from .whatif import add_command as _add_whatif
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -83,6 +84,8 @@ def add_commands(sub: Any) -> None:
 
     p = command("quota", quota, "show quotas and usage (default: every team of yours)")
     p.add_argument("team", nargs="?")
+
+    _add_whatif(command)
 
 
 def _run(handler: Any) -> Any:

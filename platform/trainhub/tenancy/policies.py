@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .choices import MEMBERSHIP_MANAGERS, SUBMITTERS
-from .models import Team
+from .models import Membership, Team
 from .selectors import role_in
 
 
@@ -36,3 +36,18 @@ def can_change_quota(user: Any, team: Team) -> bool:
 
 def can_create_team(user: Any) -> bool:
     return is_platform_admin(user)
+
+
+def can_run_whatif(user: Any, changed_teams: set[str]) -> bool:
+    """Platform admins may replay any change; a team admin may replay changes to the quotas
+    of the teams they administer (and policy settings) only."""
+    if is_platform_admin(user):
+        return True
+    if not getattr(user, "is_authenticated", False):
+        return False
+    administered = set(
+        Membership.objects.filter(user=user, role__in=MEMBERSHIP_MANAGERS).values_list(
+            "team__slug", flat=True
+        )
+    )
+    return bool(administered) and changed_teams <= administered

@@ -45,6 +45,7 @@ class SimJob:
     trace: TraceJob
     worker: Resources
     ps: Resources
+    coordinator: Resources
     state: str = PENDING
     tasks: list[Task] = field(default_factory=list)
     work_left: float = 0.0  # seconds of work at workers_min
@@ -99,7 +100,12 @@ class Simulator:
             t.job_id: SimJob(
                 t,
                 Resources(t.cpu_per_worker, t.memory_mb_per_worker, t.gpu_per_worker),
-                Resources(t.cpu_per_worker, t.memory_mb_per_worker, 0),
+                Resources(
+                    t.cpu_per_worker if t.ps_cpu is None else t.ps_cpu,
+                    t.memory_mb_per_worker if t.ps_memory_mb is None else t.ps_memory_mb,
+                    0,
+                ),
+                Resources(t.coordinator_cpu, t.coordinator_memory_mb, 0),
                 work_left=t.duration_s,
                 checkpoint_left=t.duration_s,
                 pending_since=t.submit_time_s,
@@ -234,6 +240,7 @@ class Simulator:
                 workers_max=t.workers_max,
                 ps_count=t.ps,
                 ps=sj.ps,
+                coordinator=sj.coordinator,
                 freeze_seconds=self.freeze_seconds,
                 tasks=tuple(sj.tasks),
                 vruntime=sj.vruntime,

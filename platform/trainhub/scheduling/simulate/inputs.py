@@ -58,6 +58,11 @@ class TraceJob:
     cpu_per_worker: float
     gpu_per_worker: int
     memory_mb_per_worker: float
+    # Not in trace files; the what-if replay (`scheduling/whatif.py`) sets them from specs.
+    ps_cpu: float | None = None  # None: a parameter server is sized like a worker's CPUs
+    ps_memory_mb: float | None = None
+    coordinator_cpu: float = 0.0  # zero: no coordinator task
+    coordinator_memory_mb: float = 0.0
 
 
 def _resources(raw: Mapping[str, Any] | None, where: str, default: float) -> Resources:

@@ -45,6 +45,7 @@ class _TeamStats:
     jobs: int = 0
     jct: list[float] = field(default_factory=list)
     borrowed: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    used: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # ∫ held
     buckets: dict[int, list[float]] = field(default_factory=dict)  # bucket -> [∫share, ∫t]
 
 
@@ -117,6 +118,7 @@ class Recorder:
             stats.share_s += share * dt
             for r in range(3):
                 stats.borrowed[r] += max(0.0, used[r] - stats.nominal[r]) * dt
+                stats.used[r] += used[r] * dt
             # Split [t0, t1) over hour buckets for the share-over-time timeline.
             t = t0
             while t < t1:
@@ -154,6 +156,7 @@ class Recorder:
                 "active_hours": round(s.active_s / 3600, 2),
                 "avg_jct_s": round(sum(s.jct) / len(s.jct), 1) if s.jct else 0.0,
                 "borrowed_hours": {NAMES[r]: round(s.borrowed[r] / 3600, 2) for r in range(3)},
+                "used_hours": {NAMES[r]: round(s.used[r] / 3600, 2) for r in range(3)},
                 "share_over_time": _timeline(s.buckets),
             }
         borrowed = {
