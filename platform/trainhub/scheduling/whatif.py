@@ -28,6 +28,8 @@ from .snapshot import policy_config
 
 # A replay runs inside a request: windows with more jobs than this are refused.
 MAX_JOBS = 5000
+# The row that sums up the teams a team admin is not a member of.
+OTHER_TEAMS = "(other teams)"
 
 
 class WhatIfError(ValueError):
@@ -220,3 +222,41 @@ def what_if(now: datetime, days: float, scenario: Scenario) -> WhatIf:
         for team in sorted(set(actual) | {t.name for t in changed})
     ]
     return WhatIf(history.since, now, chosen, len(history.trace), history.never_ran, teams, seconds)
+
+
+def as_seen_by(result: WhatIf, visible: set[str] | None) -> list[TeamComparison]:
+    """The rows of the teams in `visible` (None: all), the others pooled into one row."""
+    if visible is None:
+        return result.teams
+    others = [r for r in result.teams if r.team not in visible]
+    rows = [r for r in result.teams if r.team in visible]
+    if others:
+        rows.append(
+            TeamComparison(
+                OTHER_TEAMS,
+                _pooled([r.actual for r in others]),
+                _pooled([r.replay for r in others]),
+                _pooled([r.whatif for r in others]),
+            )
+        )
+    return rows
+
+
+def _pooled(outcomes: list[Outcome]) -> Outcome:
+    """Several teams as one: means weighted by the jobs started, summed hours."""
+    weights = [o.jobs - o.never_started for o in outcomes]
+    started = sum(weights)
+
+    def mean(values: list[float]) -> float:
+        return (
+            sum(v * w for v, w in zip(values, weights, strict=True)) / started if started else 0.0
+        )
+
+    return Outcome(
+        sum(o.jobs for o in outcomes),
+        mean([o.wait_s for o in outcomes]),
+        mean([o.jct_s for o in outcomes]),
+        sum(o.cpu_hours for o in outcomes),
+        sum(o.gpu_hours for o in outcomes),
+        sum(o.never_started for o in outcomes),
+    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest
 from django.urls import reverse
 
-from trainhub.tenancy.choices import SUBMITTERS
+from trainhub.tenancy.choices import MEMBERSHIP_MANAGERS, SUBMITTERS
 from trainhub.tenancy.models import Membership
 
 
@@ -23,7 +23,12 @@ def navigation(request: HttpRequest) -> dict[str, object]:
     if user is None or not user.is_authenticated:
         return {"nav_items": []}
     admin = user.is_superuser
-    can_submit = admin or Membership.objects.filter(user=user, role__in=SUBMITTERS).exists()
+    roles = (
+        set()
+        if admin
+        else set(Membership.objects.filter(user=user).values_list("role", flat=True).distinct())
+    )
+    can_submit = admin or bool(roles & SUBMITTERS)
     items = [
         NavItem("Dashboard", reverse("web-dashboard"), "dashboard"),
         NavItem("Jobs", reverse("web-job-list"), "jobs"),
@@ -33,6 +38,8 @@ def navigation(request: HttpRequest) -> dict[str, object]:
     items += [
         NavItem("Nodes", reverse("web-node-list"), "nodes"),
         NavItem("Teams", reverse("web-team-list"), "teams"),
-        NavItem("Account", reverse("web-account"), "account"),
     ]
+    if admin or roles & MEMBERSHIP_MANAGERS:
+        items.append(NavItem("What-if", reverse("web-whatif"), "whatif"))
+    items.append(NavItem("Account", reverse("web-account"), "account"))
     return {"nav_items": items, "nav_can_submit": can_submit}

@@ -14,6 +14,7 @@ from .views import (
     nodes,
     submit,
     teams,
+    whatif,
 )
 
 urlpatterns = [
@@ -50,6 +51,7 @@ urlpatterns = [
         name="web-team-member-remove",
     ),
     path("teams/<slug:slug>/quota/", teams.team_quota, name="web-team-quota"),
+    path("whatif/", whatif.whatif_page, name="web-whatif"),
     path("account/", account.account, name="web-account"),
     path("account/tokens/", account.token_create, name="web-account-token-create"),
     path("account/tokens/<str:key>/revoke/", account.token_revoke, name="web-account-token-revoke"),

@@ -15,14 +15,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from trainhub.scheduling.whatif import Outcome, WhatIf, WhatIfError, what_if
+from trainhub.scheduling.whatif import (
+    Outcome,
+    TeamComparison,
+    WhatIf,
+    WhatIfError,
+    as_seen_by,
+    what_if,
+)
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_run_whatif, is_platform_admin
 
 from ..serializers.whatif import WhatIfRequestSerializer, WhatIfSerializer
 from .jobs import ErrorResponse
-
-OTHER_TEAMS = "(other teams)"
 
 
 class WhatIfView(APIView):
@@ -54,24 +59,10 @@ class WhatIfView(APIView):
 
 
 def document(result: WhatIf, user: Any) -> dict[str, Any]:
-    """The response body; a team admin sees their own teams and the others summed up."""
-    rows = result.teams
+    """The response body; a team admin sees their own teams and the others pooled."""
+    visible = None
     if not is_platform_admin(user):
-        mine = set(Team.objects.visible_to(user).values_list("slug", flat=True))
-        others = [r for r in rows if r.team not in mine]
-        rows = [r for r in rows if r.team in mine]
-        teams = [_row(r.team, r.actual, r.replay, r.whatif) for r in rows]
-        if others:
-            teams.append(
-                _row(
-                    OTHER_TEAMS,
-                    _pooled([r.actual for r in others]),
-                    _pooled([r.replay for r in others]),
-                    _pooled([r.whatif for r in others]),
-                )
-            )
-    else:
-        teams = [_row(r.team, r.actual, r.replay, r.whatif) for r in rows]
+        visible = set(Team.objects.visible_to(user).values_list("slug", flat=True))
     return {
         "since": result.since,
         "until": result.until,
@@ -79,17 +70,17 @@ def document(result: WhatIf, user: Any) -> dict[str, Any]:
         "jobs": result.jobs,
         "never_ran": result.never_ran,
         "seconds": round(result.seconds, 3),
-        "teams": teams,
+        "teams": [_row(r) for r in as_seen_by(result, visible)],
     }
 
 
-def _row(team: str, actual: Outcome, replay: Outcome, whatif: Outcome) -> dict[str, Any]:
+def _row(r: TeamComparison) -> dict[str, Any]:
     return {
-        "team": team,
-        "actual": _rounded(actual),
-        "replay": _rounded(replay),
-        "whatif": _rounded(whatif),
-        "change": whatif.minus(replay),
+        "team": r.team,
+        "actual": _rounded(r.actual),
+        "replay": _rounded(r.replay),
+        "whatif": _rounded(r.whatif),
+        "change": r.whatif.minus(r.replay),
     }
 
 
@@ -100,17 +91,3 @@ def _rounded(o: Outcome) -> dict[str, Any]:
     for key in ("cpu_hours", "gpu_hours"):
         out[key] = round(out[key], 2)
     return out
-
-
-def _pooled(outcomes: list[Outcome]) -> Outcome:
-    """Several teams as one: job-weighted means, summed hours."""
-    jobs = sum(o.jobs for o in outcomes)
-    started = sum(o.jobs - o.never_started for o in outcomes)
-    return Outcome(
-        jobs,
-        sum(o.wait_s * (o.jobs - o.never_started) for o in outcomes) / started if started else 0.0,
-        sum(o.jct_s * (o.jobs - o.never_started) for o in outcomes) / started if started else 0.0,
-        sum(o.cpu_hours for o in outcomes),
-        sum(o.gpu_hours for o in outcomes),
-        sum(o.never_started for o in outcomes),
-    )
