@@ -12,7 +12,8 @@ from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, TaskRole
 from trainhub.jobs.models import Task
 from trainhub.jobs.services import (
     Placement,
-    place_job,
+    Start,
+    place_jobs,
     preempt_job,
     rescale_workers,
     set_pending_reasons,
@@ -126,13 +127,18 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
             slots.claim_model_gpus(s.job_id, t)
     for a in d.add_workers:
         slots.claim_model_gpus(a.job_id, a.task)
-    for s in d.starts:
-        place_job(
-            job=view.job(s.job_id),
-            now=now,
-            placements=[slots.placement(s.job_id, t) for t in s.tasks],
-            hosts=sorted({view.nodes[t.node_id].address for t in s.tasks}),
-        )
+    place_jobs(
+        [
+            Start(
+                view.job(s.job_id),
+                [slots.placement(s.job_id, t) for t in s.tasks],
+                sorted({view.nodes[t.node_id].address for t in s.tasks}),
+            )
+            for s in d.starts
+        ],
+        now=now,
+        tls_mode=settings.RUNTIME_TLS,
+    )
     growth: dict[int, list[Placement]] = defaultdict(list)
     for a in d.add_workers:
         growth[a.job_id].append(slots.placement(a.job_id, a.task))

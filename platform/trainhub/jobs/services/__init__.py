@@ -3,6 +3,7 @@
 - `transitions`: the guarded state machine, the event history, the errors;
 - `submission`: submit, clone, scale and cancel (what owners do);
 - `placement`: the scheduler's decisions (place, rescale, pending reasons);
+- `batch_placement`: a cycle's starts of never-placed jobs, in a few queries;
 - `reports`: what agents report about task processes, lost nodes;
 - `preemption`: checkpoint, stop and requeue a running job.
 
@@ -12,6 +13,7 @@ what that means for browsers, agents and the scheduler.
 
 from __future__ import annotations
 
+from .batch_placement import Start, place_jobs
 from .placement import Placement, place_job, rescale_workers, set_pending_reasons
 from .preemption import advance_preemption, preempt_job
 from .reports import (
@@ -28,12 +30,14 @@ __all__ = [
     "Placement",
     "PriorityCapExceeded",
     "ScaleError",
+    "Start",
     "advance_preemption",
     "cancel_job",
     "check_submission",
     "clone_job",
     "nodes_with_unstarted_stops",
     "place_job",
+    "place_jobs",
     "preempt_job",
     "record_task_status",
     "release_lost_nodes",

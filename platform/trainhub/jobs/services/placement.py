@@ -48,14 +48,11 @@ def place_job(
     (and nothing changed) if the job is not pending. `hosts`: the addresses of the
     placements' nodes, when the caller has them (read here otherwise).
     """
-    borrowed = any(p.borrowed for p in placements)
     never_placed = job.started_at is None  # then it has no task slots to reuse
     if not transition_job(
         job,
         JobState.STARTING,
-        reason="placed on "
-        + ", ".join(sorted({f"node {p.node_id}" for p in placements}))
-        + (" (on quota borrowed from other teams)" if borrowed else ""),
+        reason=placement_reason(placements),
         actor=actor,
         now=now,
         pending_reason="",
@@ -69,7 +66,7 @@ def place_job(
     for p in placements:
         slot = slots.get((p.role, p.index))
         if slot is None:
-            new.append(_task(job, p, p.index))
+            new.append(new_task(job, p, p.index))
         else:
             new_attempt(Task.objects.filter(pk=slot), **_placed_fields(p))
     Task.objects.bulk_create(new)
@@ -83,6 +80,16 @@ def place_job(
     issue_job_ca(job, hosts, now)
     notify_nodes(p.node_id for p in placements)
     return True
+
+
+def placement_reason(placements: list[Placement]) -> str:
+    """The starting event's reason: where the job was placed, and whether it borrows."""
+    borrowed = any(p.borrowed for p in placements)
+    return (
+        "placed on "
+        + ", ".join(sorted({f"node {p.node_id}" for p in placements}))
+        + (" (on quota borrowed from other teams)" if borrowed else "")
+    )
 
 
 def set_pending_reasons(reasons: dict[int, str]) -> None:
@@ -129,7 +136,7 @@ def rescale_workers(
             slot = free_slots.pop(0)
             new_attempt(Task.objects.filter(pk=slot.pk), **_placed_fields(p))
         else:
-            _task(job, p, next_index).save()
+            new_task(job, p, next_index).save()
             next_index += 1
     after = before + len(add) - len(stop)
     Job.objects.filter(pk=job.pk).update(last_rescale_at=now)
@@ -149,7 +156,7 @@ def _placed_fields(p: Placement) -> dict[str, Any]:
     }
 
 
-def _task(job: Job, p: Placement, index: int) -> Task:
+def new_task(job: Job, p: Placement, index: int) -> Task:
     """A new task of `job` where `p` places it."""
     return Task(job=job, role=p.role, index=index, **_placed_fields(p))
 

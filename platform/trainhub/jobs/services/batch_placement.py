@@ -1,0 +1,109 @@
+"""Starting many jobs that never ran, in a fixed number of queries (a scheduling cycle's
+starts), with the same effect as `place_job` on each: the job moves pending → starting
+under a row lock, its history gets the same event, its tasks are created on their nodes,
+its TLS is decided by its nodes' addresses, and its nodes are told.
+
+A cycle that starts 600 queued jobs one `place_job` at a time made about eight queries per
+job (5.5 s on PostgreSQL); here it is six queries in all. Jobs placed before (requeued
+after a preemption or a restart) have task slots to reuse and go through `place_job`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from trainhub.events import JobEventRecorded, JobStateChanged, publish
+
+from .. import pki
+from ..choices import JobState, allowed_sources
+from ..models import Job, JobEvent, RuntimeCA, Task
+from .placement import Placement, new_task, place_job, placement_reason
+from .tls import seal
+from .transitions import notify_nodes
+
+ACTOR = "scheduler"
+
+
+@dataclass(frozen=True)
+class Start:
+    """One job to start: where its tasks go, and the addresses of those nodes."""
+
+    job: Job
+    placements: list[Placement]
+    hosts: list[str]
+
+
+@transaction.atomic
+def place_jobs(starts: list[Start], *, now: datetime, tls_mode: str) -> list[Job]:
+    """Start every job of `starts` that is still pending; the jobs that were started.
+
+    `tls_mode`: `TRAINHUB_RUNTIME_TLS`. A job cancelled meanwhile is left as it is (as
+    `place_job` leaves it)."""
+    fresh = [s for s in starts if s.job.started_at is None]
+    started = [s.job for s in starts if s.job.started_at is not None and _place_one(s, now)]
+    if not fresh:
+        return started
+    by_id = {s.job.pk: s for s in fresh}
+    won = set(
+        Job.objects.select_for_update()
+        .filter(pk__in=list(by_id), state__in=allowed_sources(JobState.STARTING))
+        .values_list("pk", flat=True)
+    )
+    if not won:
+        return started
+    Job.objects.filter(pk__in=won).update(
+        state=JobState.STARTING,
+        pending_reason="",
+        started_at=now,
+        last_rescale_at=now,
+        pending_since=None,
+    )
+    events, tasks, cas = [], [], []
+    for job_id in sorted(won):
+        s = by_id[job_id]
+        job, from_state = s.job, s.job.state
+        job.state, job.pending_reason = JobState.STARTING, ""
+        job.started_at = job.last_rescale_at = now
+        job.pending_since = None
+        reason = placement_reason(s.placements)
+        events.append(
+            JobEvent(
+                job=job,
+                time=now,
+                kind="state",
+                from_state=from_state,
+                to_state=JobState.STARTING,
+                reason=reason,
+                actor=ACTOR,
+            )
+        )
+        tasks += [new_task(job, p, p.index) for p in s.placements]
+        if pki.tls_wanted(tls_mode, s.hosts):  # a job never placed has no CA yet
+            ca = pki.issue_ca(job_id, now)
+            cas.append(RuntimeCA(job=job, cert=ca.cert, sealed_key=seal(ca.key)))
+        started.append(job)
+    JobEvent.objects.bulk_create(events)
+    Task.objects.bulk_create(tasks)
+    RuntimeCA.objects.bulk_create(cas)
+    for event in events:
+        publish(
+            JobEventRecorded(
+                job_id=event.job_id,
+                time=now.isoformat(),
+                kind=event.kind,
+                reason=event.reason,
+                actor=ACTOR,
+                from_state=event.from_state,
+                to_state=event.to_state,
+            )
+        )
+        publish(JobStateChanged(job_id=event.job_id, state=JobState.STARTING, message=""))
+    notify_nodes(t.node_id for t in tasks)
+    return started
+
+
+def _place_one(s: Start, now: datetime) -> bool:
+    return place_job(job=s.job, placements=s.placements, now=now, hosts=s.hosts)
