@@ -54,7 +54,8 @@ class ClusterView:
         """Load the models of the jobs a cycle decided on in one query (`job` would load
         each alone)."""
         missing = [j for j in job_ids if j not in self._jobs]
-        for job in Job.objects.select_related("team").filter(pk__in=missing):
+        # Not the spec (a large document): applying decisions reads it for few jobs.
+        for job in Job.objects.select_related("team").defer("spec").filter(pk__in=missing):
             self._jobs[job.pk] = job
 
     def job(self, job_id: int) -> Job:
