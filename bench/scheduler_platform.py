@@ -1,7 +1,7 @@
 """Time the platform's whole scheduling cycle on PostgreSQL; one JSON line per size.
 
     .venv/bin/python bench/scheduler_platform.py [--sizes 1000x100,10000x1000] [--repeat 3]
-        [--pending-sizes 1000x100,10000x1000]
+        [--pending-sizes 1000x100,10000x1000] [--burst-sizes 10000x1000]
 
 `bench/scheduler_scale.py` times the policy alone; this one times what Celery runs every
 5 s: `run_cycle` reading the snapshot from the database, the policy, and applying the
@@ -16,7 +16,9 @@ pending reason is new then), and `cycle_s` the median of the rolled-back cycles 
 start from a history of succeeded jobs, one per five active ones). `--pending-sizes`
 times the same jobs all pending (`"all_pending": true`): the cycle that starts as many
 as fit (ports, GPUs, events, each job's TLS CA) and words the rest's pending reasons,
-rolled back and repeated.
+rolled back and repeated. `--burst-sizes` runs `bench/cycle_burst.py` per size (its own
+PostgreSQL, Redis and Celery worker; 1,000 cycle requests over three cycles' time) and
+prints its line: how many cycles ran and how many finished after the last request.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import os
 import random
 import secrets
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -295,6 +298,11 @@ def main() -> None:
         default="1000x100,10000x1000",
         help="sizes to time with every job pending ('' for none)",
     )
+    parser.add_argument(
+        "--burst-sizes",
+        default="10000x1000",
+        help="sizes to flood with 1,000 cycle requests ('' for none)",
+    )
     args = parser.parse_args()
     base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
     parsed = urlparse(base)
@@ -320,6 +328,9 @@ def main() -> None:
         finally:
             with psycopg.connect(admin_dsn, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    for size in (s for s in args.burst_sizes.split(",") if s):
+        burst = [sys.executable, str(ROOT / "bench" / "cycle_burst.py"), "--size", size]
+        subprocess.run(burst, check=True)
 
 
 if __name__ == "__main__":
