@@ -307,6 +307,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # 3.1 is JSON Schema: `propertyNames` (node labels) and the rest mean what they say.
     "OAS_VERSION": "3.1.0",
+    "GET_LIB_DOC_EXCLUDES": "trainhub.api.schema.lib_doc_excludes",
 }
 
 # Telemetry budgets per job: metric points and log bytes beyond them are not stored, only

@@ -11,12 +11,24 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_lib_doc_excludes
 from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny, IsAuthenticated
 
+from trainhub.strictjson import JsonTypedSerializer
+
 from .errors import FIELD_ERRORS, error_response
 from .token_auth import BoundedTokenAuthentication
+
+NO_NUL = r"^[^\x00]*$"
+
+
+def lib_doc_excludes() -> list[type]:
+    """Base classes whose docstring no schema component inherits (SPECTACULAR_SETTINGS)."""
+    return [*get_lib_doc_excludes(), JsonTypedSerializer]
+
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -54,6 +66,16 @@ class ErrorDocumentingAutoSchema(AutoSchema):
         if direction == "request" and getattr(serializer, "refuses_unknown_fields", False):
             schema["additionalProperties"] = False
         return schema
+
+    def _insert_field_validators(self, field: Any, schema: dict[str, Any]) -> None:
+        super()._insert_field_validators(field, schema)
+        # DRF refuses NUL in every CharField; say so where no pattern says more already.
+        if (
+            isinstance(field, serializers.CharField)
+            and schema.get("type") in ("string", ["string", "null"])
+            and not {"pattern", "enum", "format", "oneOf"} & set(schema)
+        ):
+            schema["pattern"] = NO_NUL
 
     def _error_responses(self, operation: dict[str, Any]) -> dict[str, OpenApiResponse]:
         has_body = "requestBody" in operation
