@@ -261,7 +261,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "trainhub.api.schema.ErrorDocumentingAutoSchema",
+    # JSON only (415 for anything else); the code upload view takes multipart itself.
+    "DEFAULT_PARSER_CLASSES": ["trainhub.api.parsers.StrictJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # The Accept header chooses the format; no `?format=` second way.
+    "URL_FORMAT_OVERRIDE": None,
     "DEFAULT_PAGINATION_CLASS": "trainhub.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -300,6 +305,9 @@ SPECTACULAR_SETTINGS = {
         "PriorityEnum": "trainhub.tenancy.choices.Priority",
     },
     "COMPONENT_SPLIT_REQUEST": True,
+    # 3.1 is JSON Schema: `propertyNames` (node labels) and the rest mean what they say.
+    "OAS_VERSION": "3.1.0",
+    "GET_LIB_DOC_EXCLUDES": "trainhub.api.schema.lib_doc_excludes",
 }
 
 # Telemetry budgets per job: metric points and log bytes beyond them are not stored, only

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from trainhub.api.errors import not_found
 from trainhub.api.health import healthz, readyz
 from trainhub.api.prometheus import metrics
 from trainhub.web.signin import throttled_sign_in
@@ -16,3 +17,6 @@ urlpatterns = [
     path("metrics", metrics),
     path("", include("trainhub.web.urls")),
 ]
+
+# JSON under /api/, the page elsewhere.
+handler404 = not_found

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 MAX_LABELS = 32
 # Kubernetes' shape for names and values: letters, digits, `-`, `_`, `.` (and `/` in a
 # key, for a prefix such as `example.com/team`), starting and ending alphanumeric.
-_KEY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?")
-_VALUE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?")
+KEY_PATTERN = r"[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?"
+VALUE_PATTERN = r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?"
+_KEY = re.compile(KEY_PATTERN)
+_VALUE = re.compile(VALUE_PATTERN)
 
 
 class LabelError(ValueError):

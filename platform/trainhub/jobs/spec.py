@@ -15,6 +15,7 @@ from rest_framework import serializers
 
 from ps_runtime.archives import is_digest
 from trainhub.nodes.models import Node
+from trainhub.strictjson import JsonTypedSerializer
 from trainhub.tenancy.models import Quota, Team
 from trainhub.tenancy.selectors import can_submit, role_in
 
@@ -27,8 +28,10 @@ _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-class StrictSerializer(serializers.Serializer[Any]):
+class StrictSerializer(JsonTypedSerializer):
     """Rejects fields it does not know, so a typo is an error instead of a silent default."""
+
+    refuses_unknown_fields = True  # the API schema says so: `additionalProperties: false`
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -117,10 +120,22 @@ def parse_job_spec(data: Any, *, user: object) -> JobSpec:
 class JobSpecSerializer(StrictSerializer):
     """The job spec's validator. Context: `user` (the submitter), or a DRF `request`."""
 
-    name = serializers.CharField(max_length=100)
+    name = serializers.RegexField(
+        _NAME,
+        max_length=100,
+        error_messages={
+            "invalid": "Use letters, digits, '.', '_' or '-', starting with a letter or digit."
+        },
+    )
     team = serializers.SlugField(max_length=63)
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
-    entrypoint = serializers.CharField(max_length=300)
+    entrypoint = serializers.RegexField(
+        _ENTRYPOINT,
+        max_length=300,
+        error_messages={
+            "invalid": "Expected 'module:function', e.g. 'ps_runtime.examples.movielens:train'."
+        },
+    )
     args = serializers.DictField(required=False, default=dict)
     parameter_servers = ParameterServersSerializer(required=False)
     workers = WorkersSerializer(required=False)
@@ -129,20 +144,6 @@ class JobSpecSerializer(StrictSerializer):
     checkpoint_every_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=300)
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, default=3)
     code = serializers.CharField(max_length=71, required=False, allow_null=True, default=None)
-
-    def validate_name(self, value: str) -> str:
-        if not _NAME.match(value):
-            raise serializers.ValidationError(
-                "Use letters, digits, '.', '_' or '-', starting with a letter or digit."
-            )
-        return value
-
-    def validate_entrypoint(self, value: str) -> str:
-        if not _ENTRYPOINT.match(value):
-            raise serializers.ValidationError(
-                "Expected 'module:function', e.g. 'ps_runtime.examples.movielens:train'."
-            )
-        return value
 
     def validate_code(self, value: str | None) -> str | None:
         if not value:

@@ -35,11 +35,22 @@ def budget_counts(job: Job) -> dict[str, Any]:
     }
 
 
-def metric_series(job: Job, names: list[str] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """All points of the job by metric name, ordered by step."""
+def metric_series(
+    job: Job,
+    names: list[str] | None = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """All points of the job by metric name over steps `start..end` (default: all), ordered
+    by step."""
     points = MetricPoint.objects.filter(job=job)
     if names:
         points = points.filter(name__in=names)
+    if start is not None:
+        points = points.filter(step__gte=start)
+    if end is not None:
+        points = points.filter(step__lte=end)
     series: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for name, step, value, time in points.order_by("name", "step", "id").values_list(
         "name", "step", "value", "time"

@@ -133,7 +133,8 @@ def test_upload_needs_a_file_a_team_and_the_right_to_submit(
     world["recsys"].memberships.create(user=both, role=Role.MEMBER)
     assert list(upload(both, data).json()) == ["team"]
     assert upload(both, data, team="recsys").status_code == 201
-    assert list(upload(world["alice"], data, team="vision").json()) == ["team"]
+    not_hers = upload(world["alice"], data, team="vision")  # a team that is not hers: 404
+    assert not_hers.status_code == 404 and "vision" in not_hers.json()["detail"]
     assert not CodeArchive.objects.filter(uploads__team__slug="vision").exists()
 
 

@@ -98,8 +98,8 @@ def test_quota_cannot_go_below_what_production_jobs_hold(world: dict[str, Any]) 
     response = world["admin"].put(
         "/api/v1/teams/team-a/quota/", {"cpu": 8, "memory_mb": 8192, "gpu": 0}, format="json"
     )
-    assert response.status_code == 400
-    assert "production jobs hold gpu 1" in str(response.json())
+    assert response.status_code == 409  # well-formed, but the running jobs hold more
+    assert "production jobs hold gpu 1" in response.json()["detail"]
     assert Quota.objects.get(team__slug="team-a").cpu == 2
 
 
@@ -152,7 +152,7 @@ def test_scale_within_min_and_max(world: dict[str, Any]) -> None:
     response = member.post(f"/api/v1/jobs/{job.pk}/scale/", {"workers": 3}, format="json")
     assert response.status_code == 200 and response.json()["target_workers"] == 3
     bad = member.post(f"/api/v1/jobs/{job.pk}/scale/", {"workers": 4}, format="json")
-    assert bad.status_code == 400 and "between 1 and 3" in bad.json()["workers"][0]
+    assert bad.status_code == 409 and "between 1 and 3" in bad.json()["detail"]
     events = member.get(f"/api/v1/jobs/{job.pk}/events/").json()
     assert [e["reason"] for e in events if e["kind"] == "scale"] == ["workers 1 -> 3"]
     member.post(f"/api/v1/jobs/{job.pk}/cancel/")
@@ -188,7 +188,9 @@ def test_platform_admin_creates_users_and_teams(world: dict[str, Any]) -> None:
     team = admin.post("/api/v1/teams/", {"slug": "vision", "name": "Vision"}, format="json")
     assert team.status_code == 201
     dup = admin.post("/api/v1/teams/", {"slug": "vision", "name": "Again"}, format="json")
-    assert dup.status_code == 400
+    assert dup.status_code == 409 and "vision" in dup.json()["detail"]
+    again = admin.post("/api/v1/users/", {"username": "carol", "password": "other-long-pw"})
+    assert again.status_code == 409 and "carol" in again.json()["detail"]
     added = admin.post(
         "/api/v1/teams/vision/members/", {"username": "carol", "role": "admin"}, format="json"
     )

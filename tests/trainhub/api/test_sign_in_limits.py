@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.test.client import MULTIPART_CONTENT
 
 from ..factories import make_user
 
@@ -27,11 +28,17 @@ FORMS = {
 }
 
 
+def _content_type(form: str) -> str:
+    """The API takes JSON only; the sign-in pages take their forms."""
+    return "application/json" if form == "api" else MULTIPART_CONTENT
+
+
 def _try(client: Client, form: str, forwarded_for: str, remote: str = "203.0.113.9") -> int:
     path = FORMS[form][0]
     return client.post(
         path,
         {"username": "alice", "password": "wrong"},
+        content_type=_content_type(form),
         HTTP_X_FORWARDED_FOR=forwarded_for,
         REMOTE_ADDR=remote,
     ).status_code
@@ -45,7 +52,10 @@ def test_a_throttled_login_stays_throttled_with_a_different_forwarded_for(form: 
     assert _try(client, form, "192.0.2.77") == 429
     assert _try(client, form, "") == 429
     right = client.post(
-        FORMS[form][0], {"username": "alice", "password": "pw-alice"}, REMOTE_ADDR="203.0.113.9"
+        FORMS[form][0],
+        {"username": "alice", "password": "pw-alice"},
+        content_type=_content_type(form),
+        REMOTE_ADDR="203.0.113.9",
     )
     assert right.status_code == 429  # even the right password waits
     assert int(right["Retry-After"]) > 0

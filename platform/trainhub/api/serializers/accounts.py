@@ -8,6 +8,8 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from trainhub.strictjson import JsonTypedSerializer
+
 
 class ApiTokenSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="The token's first characters; names it in DELETE.")
@@ -16,7 +18,7 @@ class ApiTokenSerializer(serializers.Serializer):
     current = serializers.BooleanField(help_text="Whether this request used this token.")
 
 
-class ApiTokenRequestSerializer(serializers.Serializer):
+class ApiTokenRequestSerializer(JsonTypedSerializer):
     expires_at = serializers.DateTimeField(
         required=False,
         allow_null=True,

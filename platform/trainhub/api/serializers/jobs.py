@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from trainhub.jobs.models import Job, JobEvent, Task
+from trainhub.strictjson import JsonTypedSerializer
 
 
 class TaskSerializer(serializers.ModelSerializer):
@@ -72,13 +73,13 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["time", "kind", "from_state", "to_state", "reason", "actor"]
 
 
-class ScaleRequestSerializer(serializers.Serializer):
+class ScaleRequestSerializer(JsonTypedSerializer):
     workers = serializers.IntegerField(
         min_value=1, max_value=1024, help_text="Workers to run, within the spec's min and max."
     )
 
 
-class CloneRequestSerializer(serializers.Serializer):
+class CloneRequestSerializer(JsonTypedSerializer):
     name = serializers.CharField(
         max_length=100, required=False, help_text="Name of the new job (default: the same)."
     )

@@ -6,14 +6,16 @@ from functools import cached_property
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ps_runtime.agent.labels import LabelError, check_labels
+from ps_runtime.agent.labels import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN, LabelError, check_labels
 from ps_runtime.version import known_runtime_version
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.selectors import agent_outdated, agent_version
 from trainhub.nodes.services import TOKEN_MAX_USES, TokenTermsError, check_token_terms
+from trainhub.strictjson import JsonTypedSerializer
 
 
 class NodeGpuSerializer(serializers.Serializer):
@@ -114,13 +116,30 @@ class LabelValueField(serializers.CharField):
         return data
 
 
-class NodeLabelsSerializer(serializers.Serializer):
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": MAX_LABELS,
+        "propertyNames": {"pattern": f"^{KEY_PATTERN}$"},
+        "additionalProperties": {"type": "string", "pattern": f"^{VALUE_PATTERN}$"},
+    }
+)
+class LabelsField(serializers.DictField):
+    """Node labels, checked by `ps_runtime.agent.labels` (the schema states its rules)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=LabelValueField(), **kwargs)
+
+
+class NodeLabelsSerializer(JsonTypedSerializer):
     """`PATCH /api/v1/nodes/{id}/`: the node's labels, replaced as a whole."""
 
-    labels = serializers.DictField(
-        child=LabelValueField(),
-        help_text="All the node's labels, e.g. zone: eu-1 ({} removes them). Names "
-        "and values as for `--labels` at install.",
+    refuses_unknown_fields = True  # the schema says so: `additionalProperties: false`
+
+    labels = LabelsField(
+        required=False,
+        help_text="All the node's labels, e.g. zone: eu-1 ({} removes them; left out, they "
+        "stay as they are). Names and values as for `--labels` at install.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +177,7 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class EnrollmentTokenRequestSerializer(serializers.Serializer):
+class EnrollmentTokenRequestSerializer(JsonTypedSerializer):
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
     expires_at = serializers.DateTimeField(
         required=False,

@@ -9,6 +9,7 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from trainhub.strictjson import JsonTypedSerializer
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, Team
 from trainhub.tenancy.resources import (
@@ -20,7 +21,7 @@ from trainhub.tenancy.resources import (
 )
 
 
-class TeamSerializer(serializers.ModelSerializer):
+class TeamSerializer(JsonTypedSerializer, serializers.ModelSerializer):
     slug = serializers.SlugField(max_length=63)
     name = serializers.CharField(max_length=200)
 
@@ -30,7 +31,7 @@ class TeamSerializer(serializers.ModelSerializer):
         read_only_fields = ["created_at"]
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class MembershipSerializer(JsonTypedSerializer, serializers.ModelSerializer):
     username = serializers.CharField(source="user.username", max_length=150)
     role = serializers.ChoiceField(choices=Role.choices)
 
@@ -39,7 +40,7 @@ class MembershipSerializer(serializers.ModelSerializer):
         fields = ["username", "role"]
 
 
-class RoleSerializer(serializers.Serializer):
+class RoleSerializer(JsonTypedSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 
@@ -51,7 +52,7 @@ class AmountSerializer(serializers.Serializer):
     gpu = serializers.IntegerField()
 
 
-class LimitSerializer(serializers.Serializer):
+class LimitSerializer(JsonTypedSerializer):
     """Per-resource limits; null (or left out) means unlimited."""
 
     cpu = serializers.FloatField(
@@ -90,7 +91,7 @@ class UsageSerializer(serializers.Serializer):
     by_priority = PriorityUsageSerializer(many=True)
 
 
-class QuotaSerializer(serializers.Serializer):
+class QuotaSerializer(JsonTypedSerializer):
     """A team's quota. PUT replaces it; `priority_caps`, when given, replaces the caps."""
 
     team = serializers.CharField(read_only=True)
@@ -152,7 +153,7 @@ def quota_document(team: Team, usage: Any) -> dict[str, Any]:
     }
 
 
-class UserSerializer(serializers.ModelSerializer):
+class UserSerializer(JsonTypedSerializer, serializers.ModelSerializer):
     username = serializers.RegexField(r"^[\w.@+-]{1,150}$", max_length=150)
     email = serializers.EmailField(required=False, allow_blank=True, max_length=254)
     password = serializers.CharField(
@@ -170,11 +171,6 @@ class UserSerializer(serializers.ModelSerializer):
         # Sorted here, not in SQL, so a prefetched list needs no query per user.
         memberships = sorted(user.memberships.all(), key=lambda m: m.team.slug)
         return [{"team": m.team.slug, "role": m.role} for m in memberships]
-
-    def validate_username(self, value: str) -> str:
-        if User.objects.filter(username=value).exists():
-            raise serializers.ValidationError(f"A user '{value}' already exists.")
-        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # The validators (settings.AUTH_PASSWORD_VALIDATORS) compare it with the new

@@ -70,6 +70,7 @@ class CodeArchiveUploadView(APIView):
             201: CodeUploaded,
             400: FieldError,
             403: Detail,
+            404: OpenApiResponse(Detail, description="`team` is not one of your teams."),
             413: FieldError,
         },
     )
@@ -107,7 +108,7 @@ def _team(request: Request) -> Team:
         team = Team.objects.filter(slug=slug).first()
         member = team is not None and team.memberships.filter(user=user).exists()
         if team is None or not (member or is_platform_admin(user)):
-            raise serializers.ValidationError({"team": [f"You are not a member of '{slug}'."]})
+            raise exceptions.NotFound(f"You are not a member of a team '{slug}'.")
     else:
         teams = list(Team.objects.filter(memberships__user=user)[:2])
         if len(teams) != 1:

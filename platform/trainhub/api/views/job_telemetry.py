@@ -18,7 +18,6 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.gzip import gzip_page
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
-    OpenApiParameter,
     OpenApiResponse,
     extend_schema,
     inline_serializer,
@@ -47,21 +46,39 @@ NAME_MAX = 100
 class MetricsQuery(serializers.Serializer[Any]):
     """The query of `metrics/`: which series, how many points, which steps."""
 
-    max_points = serializers.IntegerField(min_value=10, max_value=5000, required=False)
+    max_points = serializers.IntegerField(
+        min_value=10,
+        max_value=5000,
+        required=False,
+        help_text="Downsample: at most this many buckets per series, each with its last "
+        "point, min, max and count. Without it, every raw point.",
+    )
     name = serializers.ListField(
         child=serializers.CharField(max_length=NAME_MAX, trim_whitespace=False, allow_blank=True),
         required=False,
+        help_text="Only these metrics.",
     )
-    series = serializers.CharField(required=False, trim_whitespace=False)
+    series = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Only these metrics, comma-separated.",
+    )
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
         # `from` is a Python keyword: declared here rather than as an attribute.
         fields["from"] = serializers.IntegerField(
-            required=False, min_value=-BIGINT - 1, max_value=BIGINT
+            required=False,
+            min_value=-BIGINT - 1,
+            max_value=BIGINT,
+            help_text="First step.",
         )
         fields["to"] = serializers.IntegerField(
-            required=False, min_value=-BIGINT - 1, max_value=BIGINT
+            required=False,
+            min_value=-BIGINT - 1,
+            max_value=BIGINT,
+            help_text="Last step; below `from`, the range is empty.",
         )
         return fields
 
@@ -71,34 +88,41 @@ class MetricsQuery(serializers.Serializer[Any]):
             raise serializers.ValidationError(f"Metric names have at most {NAME_MAX} characters.")
         return names
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        start, end = attrs.get("from"), attrs.get("to")
-        if start is not None and end is not None and end < start:
-            raise serializers.ValidationError({"to": ["Must not be less than `from`."]})
-        if ("from" in attrs or "to" in attrs) and "max_points" not in attrs:
-            raise serializers.ValidationError(
-                {"max_points": ["Required with `from` or `to` (e.g. max_points=1000)."]}
-            )
-        return attrs
-
 
 class DownloadQuery(serializers.Serializer[Any]):
     """The query of `logs/download/`: the whole job, or one task's stream."""
 
-    task = serializers.IntegerField(required=False, min_value=1, max_value=BIGINT)
+    task = serializers.IntegerField(
+        required=False, min_value=1, max_value=BIGINT, help_text="Only this task's lines (its id)."
+    )
 
 
 class LogsQuery(DownloadQuery):
     """The query of `logs/`: which lines."""
 
-    after = serializers.IntegerField(required=False, min_value=0, max_value=BIGINT)
-    tail = serializers.IntegerField(required=False, min_value=1, max_value=10000)
-    q = serializers.CharField(required=False, max_length=200, trim_whitespace=False)
+    after = serializers.IntegerField(
+        required=False, min_value=0, max_value=BIGINT, help_text="Only lines after this id."
+    )
+    tail = serializers.IntegerField(
+        required=False, min_value=1, max_value=10000, help_text="The last N matching lines."
+    )
+    q = serializers.CharField(
+        required=False,
+        max_length=200,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Only lines containing this text, any case (empty: all).",
+    )
 
     def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         fields = super().get_fields()
         # `source` is an attribute of every serializer field: declared here instead.
-        fields["source"] = serializers.CharField(required=False, max_length=40)
+        fields["source"] = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=40,
+            help_text="Only this task's lines, e.g. worker-0 (empty: all).",
+        )
         return fields
 
 
@@ -183,10 +207,6 @@ LogLineSchema = inline_serializer(
         "time": serializers.DateTimeField(),
     },
 )
-BadRequest = OpenApiResponse(
-    inline_serializer("ParameterErrors", {"detail": serializers.CharField(required=False)}),
-    description="A parameter is invalid; the body names it: {parameter: [message]}.",
-)
 
 
 class JobTelemetryMixin(viewsets.GenericViewSet):
@@ -202,19 +222,8 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
         return job
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "max_points",
-                int,
-                description="Downsample: at most this many buckets per series (10..5000), "
-                "each with its last point, min, max and count. Without it, every raw point.",
-            ),
-            OpenApiParameter("name", str, many=True, description="Only these metrics"),
-            OpenApiParameter("series", str, description="Only these metrics, comma-separated"),
-            OpenApiParameter("from", int, description="First step (needs max_points)"),
-            OpenApiParameter("to", int, description="Last step (needs max_points)"),
-        ],
-        responses={200: MetricsResponse, 400: BadRequest},
+        parameters=[MetricsQuery],
+        responses={200: MetricsResponse},
     )
     @action(detail=True, methods=["get"], filter_backends=[])
     @method_decorator(gzip_page)  # floats compress about 2.5x; the charts ask on every load
@@ -226,25 +235,18 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
         names = [*params.get("name", []), *params.get("series", [])]
         counts = budget_counts(job)
         extra = {"points_dropped": counts["points_dropped"], "purged_at": counts["purged_at"]}
+        start, end = params.get("from"), params.get("to")
         if "max_points" not in params:
-            return Response({"series": metric_series(job, names), **extra})
+            return Response({"series": metric_series(job, names, start=start, end=end), **extra})
+        if start is not None and end is not None and end < start:
+            return Response({"downsampled": False, "series": {}, **extra})
         body = metric_buckets(
-            job,
-            max_points=params["max_points"],
-            names=names,
-            start=params.get("from"),
-            end=params.get("to"),
+            job, max_points=params["max_points"], names=names, start=start, end=end
         )
         return Response({**body, **extra})
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("after", int, description="Only lines after this id"),
-            OpenApiParameter("tail", int, description="The last N matching lines (1..10000)"),
-            OpenApiParameter("q", str, description="Only lines containing this text, any case"),
-            OpenApiParameter("source", str, description="Only this task's lines, e.g. worker-0"),
-            OpenApiParameter("task", int, description="Only the lines of this task (its id)"),
-        ],
+        parameters=[LogsQuery],
         responses={
             200: inline_serializer(
                 "LogPage",
@@ -259,7 +261,6 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
                     ),
                 },
             ),
-            400: BadRequest,
         },
     )
     @action(detail=True, methods=["get"], filter_backends=[])
@@ -282,18 +283,13 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
         return Response({"lines": lines, **counts})
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter(
-                "task", int, description="Only this task's stream, as stored (no prefix)"
-            ),
-        ],
+        parameters=[DownloadQuery],
         responses={
             (200, "text/plain"): OpenApiResponse(
                 OpenApiTypes.STR,
                 description="The whole log, one `[source] line` per line; with `task`, "
                 "that task's lines as stored. Gzip-encoded when the client accepts it.",
             ),
-            400: BadRequest,
         },
     )
     @action(

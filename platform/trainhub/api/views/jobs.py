@@ -8,12 +8,7 @@ from django.contrib.auth.models import User
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    OpenApiResponse,
-    extend_schema,
-    inline_serializer,
-)
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -37,6 +32,7 @@ from trainhub.scheduling.preview import Preview, preview_submission
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_submit, can_view_team
 
+from ..errors import Conflict, ErrorResponse
 from ..serializers.jobs import (
     CloneRequestSerializer,
     JobEventSerializer,
@@ -44,8 +40,6 @@ from ..serializers.jobs import (
     ScaleRequestSerializer,
 )
 from .job_telemetry import JobTelemetryMixin
-
-ErrorResponse = inline_serializer("Error", {"detail": serializers.CharField()})
 
 
 class SubmitPreview(serializers.Serializer[Preview]):
@@ -126,7 +120,15 @@ class JobViewSet(mixins.CreateModelMixin, JobTelemetryMixin, viewsets.ReadOnlyMo
 
     @extend_schema(
         request=ScaleRequestSerializer,
-        responses={200: JobSerializer, 403: ErrorResponse, 409: ErrorResponse},
+        responses={
+            200: JobSerializer,
+            403: ErrorResponse,
+            409: OpenApiResponse(
+                ErrorResponse,
+                description="The job is over, the count is outside its spec's workers.min "
+                "and workers.max, or a priority cap has no room now.",
+            ),
+        },
     )
     @action(detail=True, methods=["post"])
     def scale(self, request: Request, pk: str | None = None) -> Response:
@@ -144,7 +146,7 @@ class JobViewSet(mixins.CreateModelMixin, JobTelemetryMixin, viewsets.ReadOnlyMo
                 now=timezone.now(),
             )
         except ScaleError as exc:
-            raise serializers.ValidationError({"workers": [str(exc)]}) from exc
+            raise Conflict(str(exc)) from exc
         except JobStateError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except PriorityCapExceeded as exc:

@@ -26,6 +26,7 @@ from trainhub.nodes.services import (
     set_node_state,
 )
 
+from ..errors import ErrorResponse
 from ..permissions import IsPlatformAdmin, ReadOrPlatformAdmin
 from ..serializers.nodes import (
     EnrollmentTokenRequestSerializer,
@@ -34,7 +35,7 @@ from ..serializers.nodes import (
     NodeLabelsSerializer,
     NodeSerializer,
 )
-from .jobs import ErrorResponse, _user
+from .jobs import _user
 
 LabelsRefused = OpenApiResponse(
     inline_serializer(
@@ -67,7 +68,8 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         node = self.get_object()
         params = NodeLabelsSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        set_node_labels(node=node, labels=params.validated_data["labels"], actor=_user(request))
+        if "labels" in params.validated_data:
+            set_node_labels(node=node, labels=params.validated_data["labels"], actor=_user(request))
         return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     def _set(self, state: NodeState) -> Response:

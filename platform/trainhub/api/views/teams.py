@@ -7,10 +7,10 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, serializers, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,6 +34,7 @@ from trainhub.tenancy.services import (
     set_quota,
 )
 
+from ..errors import Conflict, ErrorResponse
 from ..permissions import IsPlatformAdmin
 from ..serializers.tenancy import (
     LimitSerializer,
@@ -44,9 +45,9 @@ from ..serializers.tenancy import (
     UserSerializer,
     quota_document,
 )
-from .jobs import ErrorResponse
 
 USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description="A member.")
+LAST_ADMIN = OpenApiResponse(ErrorResponse, description="It would leave the team without an admin.")
 
 
 class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -60,7 +61,13 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Team]:
         return Team.objects.visible_to(self.request.user)
 
-    @extend_schema(responses={201: TeamSerializer, 403: ErrorResponse})
+    @extend_schema(
+        responses={
+            201: TeamSerializer,
+            403: ErrorResponse,
+            409: OpenApiResponse(ErrorResponse, description="A team with this slug exists."),
+        }
+    )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if not can_create_team(request.user):
             raise PermissionDenied("Only platform admins create teams.")
@@ -69,14 +76,21 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         try:
             team = create_team(**params.validated_data, actor=request.user)
         except TenancyError as exc:
-            raise serializers.ValidationError({"slug": [str(exc)]}) from exc
+            raise Conflict(str(exc)) from exc
         return Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(methods=["GET"], responses={200: MembershipSerializer(many=True)})
     @extend_schema(
         methods=["POST"],
         request=MembershipSerializer,
-        responses={201: MembershipSerializer, 403: ErrorResponse},
+        responses={
+            201: MembershipSerializer,
+            403: ErrorResponse,
+            404: OpenApiResponse(ErrorResponse, description="No such team, or no such user."),
+            409: OpenApiResponse(
+                ErrorResponse, description="It would leave the team without an admin."
+            ),
+        },
         description="Add a member, or change the role of an existing one (team admins).",
     )
     @action(detail=True, methods=["get", "post"], pagination_class=None)
@@ -92,20 +106,25 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         username = params.validated_data["user"]["username"]
         user = User.objects.filter(username=username).first()
         if user is None:
-            raise serializers.ValidationError({"username": [f"No user '{username}'."]})
-        membership = add_member(
-            team=team, user=user, role=Role(params.validated_data["role"]), actor=request.user
-        )
+            raise NotFound(f"No user '{username}'.")
+        try:
+            membership = add_member(
+                team=team, user=user, role=Role(params.validated_data["role"]), actor=request.user
+            )
+        except TenancyError as exc:
+            raise Conflict(str(exc)) from exc
         return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         methods=["PATCH"],
         parameters=[USERNAME],
         request=RoleSerializer,
-        responses={200: MembershipSerializer, 403: ErrorResponse},
+        responses={200: MembershipSerializer, 403: ErrorResponse, 409: LAST_ADMIN},
     )
     @extend_schema(
-        methods=["DELETE"], parameters=[USERNAME], responses={204: None, 403: ErrorResponse}
+        methods=["DELETE"],
+        parameters=[USERNAME],
+        responses={204: None, 403: ErrorResponse, 409: LAST_ADMIN},
     )
     @action(
         detail=True,
@@ -124,7 +143,7 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             try:
                 remove_member(membership=membership, actor=request.user)
             except TenancyError as exc:
-                return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+                raise Conflict(str(exc)) from exc
             return Response(status=status.HTTP_204_NO_CONTENT)
         params = RoleSerializer(data=request.data)
         params.is_valid(raise_exception=True)
@@ -136,14 +155,20 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 actor=request.user,
             )
         except TenancyError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(str(exc)) from exc
         return Response(MembershipSerializer(membership).data)
 
     @extend_schema(methods=["GET"], responses={200: QuotaSerializer})
     @extend_schema(
         methods=["PUT"],
         request=QuotaSerializer,
-        responses={200: QuotaSerializer, 403: ErrorResponse},
+        responses={
+            200: QuotaSerializer,
+            403: ErrorResponse,
+            409: OpenApiResponse(
+                ErrorResponse, description="Below what the team's production jobs hold now."
+            ),
+        },
         description="Platform admins set the quota. A cycle runs afterwards to apply it.",
     )
     @action(detail=True, methods=["get", "put"])
@@ -174,7 +199,7 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                         actor=request.user,
                     )
             except TenancyError as exc:
-                raise serializers.ValidationError({"non_field_errors": [str(exc)]}) from exc
+                raise Conflict(str(exc)) from exc
         team = (
             Team.objects.select_related("quota").prefetch_related("priority_caps").get(pk=team.pk)
         )
@@ -193,15 +218,27 @@ class UserViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[User]:
         return User.objects.order_by("username").prefetch_related("memberships__team")
 
+    @extend_schema(
+        responses={
+            201: UserSerializer,
+            409: OpenApiResponse(ErrorResponse, description="A user with this name exists."),
+        }
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().create(request, *args, **kwargs)
+
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
-        serializer.instance = create_user(
-            username=data["username"],
-            password=data["password"],
-            email=data.get("email", ""),
-            is_platform_admin=data.get("is_superuser", False),
-            actor=self.request.user,
-        )
+        try:
+            serializer.instance = create_user(
+                username=data["username"],
+                password=data["password"],
+                email=data.get("email", ""),
+                is_platform_admin=data.get("is_superuser", False),
+                actor=self.request.user,
+            )
+        except TenancyError as exc:
+            raise Conflict(str(exc)) from exc
 
     @extend_schema(responses={200: UserSerializer})
     @action(detail=False, methods=["get"], permission_classes=[IsAuthenticated])
