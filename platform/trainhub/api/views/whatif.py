@@ -35,7 +35,7 @@ class WhatIfView(APIView):
 
     @extend_schema(
         request=WhatIfRequestSerializer,
-        responses={200: WhatIfSerializer, 400: ErrorResponse, 403: ErrorResponse},
+        responses={200: WhatIfSerializer, 403: ErrorResponse},
         description=(
             "Replay the jobs of the last `days` days through the simulator as they were "
             "(`replay`) and with the changes (`whatif`); per team, beside what actually "
