@@ -77,7 +77,7 @@ def test_the_pending_reason_names_the_model() -> None:
     snap = apply(snap, schedule(snap), 0.0)
     late = _job(2, 1, A100)
     d = schedule(replace(snap, jobs=(*snap.jobs, late)))
-    assert d.pending_reasons[2] == f"no node has 1 free {A100} GPUs"
+    assert d.pending_reasons[2] == f"no node has 1 free {A100} GPUs (at most 0 free on any node)"
     d = schedule(replace(snap, jobs=(*snap.jobs, _job(3, 3, A100))))
     assert d.pending_reasons[3] == f"no node has 3 {A100} GPUs"
 
@@ -89,7 +89,7 @@ def test_running_tasks_hold_their_model_so_later_jobs_wait() -> None:
     assert _worker_nodes(snap, 1) == [1, 1, 1]
     d = schedule(replace(snap, jobs=(*snap.jobs, _job(2, 2, H100))))
     assert not d.starts
-    assert d.pending_reasons[2] == f"no node has 2 free {H100} GPUs"
+    assert d.pending_reasons[2] == f"no node has 2 free {H100} GPUs (at most 1 free on any node)"
 
 
 # -- through the database: snapshot, apply ----------------------------------------------

@@ -155,7 +155,7 @@ def test_ps_shards_spread_and_cordoned_nodes_get_nothing() -> None:
     assert all(t.node_id != 4 for t in d.starts[0].tasks)
     big = replace(j, id=2, worker=Resources(32, 1000))
     d = schedule(Snapshot(0.0, nodes, (Team("a", Resources(100, 400000)),), (big,)))
-    assert d.pending_reasons[2] == "no node has 32 free CPUs"
+    assert d.pending_reasons[2] == "no node has 32 free CPUs (at most 8 free on any node)"
 
 
 def test_gpu_reason_names_the_missing_gpus() -> None:
@@ -165,10 +165,22 @@ def test_gpu_reason_names_the_missing_gpus() -> None:
     snap = apply(snap, schedule(snap), 0.0)
     late = replace(j, id=3, worker=Resources(2, 1000, 2), workers_min=1)
     d = schedule(replace(snap, jobs=(*snap.jobs, late)))
-    assert d.pending_reasons[3] == "no node has 2 free GPUs"
+    assert d.pending_reasons[3] == "no node has 2 free GPUs (at most 0 free on any node)"
     quota = replace(snap, teams=(Team("a", Resources(32, 64000, 4)),))
     d = schedule(replace(quota, jobs=(*quota.jobs, replace(late, priority="production"))))
     assert d.pending_reasons[3].startswith("team quota exhausted: gpu 4/4")
+
+
+def test_a_fragmented_cluster_says_how_much_is_free_and_where() -> None:
+    """Every task fits some node and the gang fits the cluster's free total, yet not all
+    together: the reason gives the totals and the most free on one node."""
+    nodes = (Node(1, Resources(2, 64000)), Node(2, Resources(2, 64000)))
+    j = Job(1, "a", "normal", PENDING, 0.0, Resources(1.2, 1000), workers_min=3)
+    d = schedule(Snapshot(0.0, nodes, (Team("a", Resources(4, 128000)),), (j,)))
+    assert d.pending_reasons[1] == (
+        "free resources are fragmented: no placement fits all 3 tasks together "
+        "(they need 3.6 CPUs in all, 4 are free, at most 2 on one node)"
+    )
 
 
 def test_elastic_job_grows_into_idle_capacity_and_shrinks_back_outside_its_freeze() -> None:

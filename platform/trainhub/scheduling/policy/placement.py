@@ -279,7 +279,10 @@ class Capacity:
                 return f"no node has {res.gpu:g} {model} GPUs"
             ready = [p for p in range(len(self.ready)) if self.ready[p]]
             if not any(self.model_free[p].get(model, 0.0) + EPSILON >= res.gpu for p in ready):
-                return f"no node has {res.gpu:g} free {model} GPUs"
+                most = max((self.model_free[p].get(model, 0.0) for p in ready), default=0.0)
+                return (
+                    f"no node has {res.gpu:g} free {model} GPUs (at most {most:g} free on any node)"
+                )
             if not any(self.fits(p, res) for p in ready):
                 return (
                     f"no node has {res.gpu:g} free {model} GPUs with {res.cpu:g} CPUs and "
@@ -288,7 +291,8 @@ class Capacity:
         if biggest.gpu > 0:
             gpu_nodes = [p for p in range(len(self.ready)) if self.ready[p] and self.has_gpus[p]]
             if not any(self.gpu[p] + EPSILON >= biggest.gpu for p in gpu_nodes):
-                return f"no node has {biggest.gpu:g} free GPUs"
+                most = max((self.gpu[p] for p in gpu_nodes), default=0.0)
+                return f"no node has {biggest.gpu:g} free GPUs (at most {most:g} free on any node)"
             if not any(self.fits(p, biggest) for p in gpu_nodes):
                 return (
                     f"no node has {biggest.gpu:g} free GPUs with {biggest.cpu:g} CPUs and "
@@ -300,9 +304,14 @@ class Capacity:
                 continue
             if not any(self.fits(p, res) for p in ready):
                 if not any(self.cpu[p] + EPSILON >= res.cpu for p in ready):
-                    return f"no node has {res.cpu:g} free CPUs"
+                    most = max(self.cpu[p] for p in ready)
+                    return f"no node has {res.cpu:g} free CPUs (at most {most:g} free on any node)"
                 if not any(self.mem[p] + EPSILON >= res.memory_mb for p in ready):
-                    return f"no node has {res.memory_mb:g} MiB of free memory"
+                    most = max(self.mem[p] for p in ready)
+                    return (
+                        f"no node has {res.memory_mb:g} MiB of free memory (at most {most:g} "
+                        "MiB free on any node)"
+                    )
                 return f"no node has {res.cpu:g} free CPUs and {res.memory_mb:g} MiB free"
         free = self.free_total()
         for name, needed, have in (
@@ -312,4 +321,9 @@ class Capacity:
         ):
             if needed > have + EPSILON:
                 return f"not enough free {name} in the cluster: needs {needed:g}, {have:g} free"
-        return f"free resources are fragmented: no placement fits all {len(tasks)} tasks together"
+        most = max((self.cpu[p] for p in ready), default=0.0)
+        return (
+            f"free resources are fragmented: no placement fits all {len(tasks)} tasks together "
+            f"(they need {need.cpu:g} CPUs in all, {free.cpu:g} are free, at most {most:g} on "
+            "one node)"
+        )
