@@ -50,12 +50,16 @@ def _desired(job: Job) -> dict[str, str]:
 def test_preemption_checkpoints_stops_and_requeues(world: World, published: Capture) -> None:
     job = _running(world)
     now = timezone.now()
+    job.started_at = now - timedelta(seconds=1000)  # checkpoints every 300 s: 100 s at risk
+    job.save(update_fields=["started_at"])
     with published() as events:
         assert preempt_job(job=job, grace_seconds=30, reason="reclaimed", now=now)
     job.refresh_from_db()
     assert (job.state, job.preempted_at, job.preemptions) == (JobState.PREEMPTED, now, 1)
     assert job.events.get(to_state="preempted").reason == (
-        "reclaimed; asking its coordinator to save a checkpoint and stop (grace 30 s)"
+        "reclaimed; asking its coordinator to save a checkpoint and stop (grace 30 s); "
+        "without one it loses about 100 s of work since its last checkpoint "
+        "(it checkpoints every 300 s)"
     )
     # Only the coordinator is asked to stop; PS and worker keep serving it.
     assert _desired(job) == {"coordinator": "stop", "ps": "run", "worker": "run"}
@@ -95,7 +99,9 @@ def test_a_coordinator_stopping_without_a_checkpoint_is_noted(world: World) -> N
     job = _running(world)
     preempt_job(job=job, grace_seconds=30, reason="reclaimed", now=timezone.now())
     _report(job.tasks.get(role=TaskRole.COORDINATOR), TaskState.FAILED, 137)
-    assert "without a new checkpoint (exit code 137)" in job.events.get(kind="checkpoint").reason
+    reason = job.events.get(kind="checkpoint").reason
+    assert "without a new checkpoint (exit code 137)" in reason
+    assert "losing about" in reason and "of work since its last checkpoint" in reason
 
 
 def test_only_a_running_job_can_be_preempted(world: World, published: Capture) -> None:

@@ -142,17 +142,22 @@ def test_borrowed_job_is_preempted_checkpoints_requeues_and_resumes(
     assert reasons["checkpoint"] == "the coordinator saved a checkpoint and stopped"
 
 
-def test_preempted_job_events_name_the_reclaim_and_the_grace(cluster: dict[str, Any]) -> None:
+def test_preempted_job_events_name_the_reclaim_the_grace_and_the_work_at_risk(
+    cluster: dict[str, Any],
+) -> None:
     c = cluster
-    borrower = _job(c["bob"], "lab")
-    run_cycle(now=timezone.now())
+    borrower = _job(c["bob"], "lab", checkpoint_every_seconds=600)
+    started = timezone.now()
+    run_cycle(now=started)
     _run_all(c, borrower)
     owner_job = _job(c["alice"], "owner")
-    run_cycle(now=timezone.now())
+    _heartbeat(c, started + timedelta(seconds=1450))
+    run_cycle(now=started + timedelta(seconds=1450))  # 2 checkpoints, then 250 s of work
     event = borrower.events.get(to_state=JobState.PREEMPTED)
     assert event.reason == (
         f"making room for job {owner_job.pk} of team owner; asking its coordinator to save a "
-        "checkpoint and stop (grace 60 s)"
+        "checkpoint and stop (grace 60 s); without one it loses about 250 s of work since its "
+        "last checkpoint (it checkpoints every 600 s)"
     )
     assert borrower.events.get(to_state=JobState.STARTING).reason == (
         f"placed on node {c['node'].pk} (on quota borrowed from other teams)"

@@ -30,11 +30,12 @@ def preempt_job(
     `grace_seconds` while the PS shards and workers keep serving; then they are stopped
     too and the job is requeued (`advance_preemption`). False if the job is not running.
     """
+    at_risk, every = work_since_checkpoint(job, now)
     if not transition_job(
         job,
         JobState.PREEMPTED,
         reason=f"{reason}; asking its coordinator to save a checkpoint and stop "
-        f"(grace {grace_seconds:g} s)",
+        f"(grace {grace_seconds:g} s); without one it loses {_work(at_risk, every)}",
         actor=actor,
         now=now,
         preempted_at=now,
@@ -53,6 +54,20 @@ def preempt_job(
     return True
 
 
+def work_since_checkpoint(job: Job, now: datetime) -> tuple[float, int]:
+    """About how many seconds of work a stop now would throw away, and the checkpoint
+    period: the coordinator checkpoints every `checkpoint_every_seconds` of running,
+    counted from the job's latest start (0: never periodically)."""
+    every = job.job_spec.checkpoint_every_seconds
+    ran = 0.0 if job.started_at is None else max(0.0, (now - job.started_at).total_seconds())
+    return (ran % every if every > 0 else ran), every
+
+
+def _work(seconds: float, every: int) -> str:
+    period = f"it checkpoints every {every} s" if every > 0 else "it never checkpoints by itself"
+    return f"about {seconds:.0f} s of work since its last checkpoint ({period})"
+
+
 def record_coordinator_stopped(
     job: Job, exit_code: int | None, *, actor: str, now: datetime
 ) -> None:
@@ -60,9 +75,10 @@ def record_coordinator_stopped(
     if exit_code == EXIT_STOPPED_AFTER_CHECKPOINT:
         reason = "the coordinator saved a checkpoint and stopped"
     else:
+        lost, every = work_since_checkpoint(job, now)
         reason = (
             f"the coordinator stopped without a new checkpoint (exit code {exit_code}); "
-            "the job will resume from its last periodic checkpoint"
+            f"the job will resume from its last periodic checkpoint, losing {_work(lost, every)}"
         )
     record_event(job, kind="checkpoint", reason=reason, actor=actor, now=now)
 
