@@ -225,10 +225,11 @@ def what_if(now: datetime, days: float, scenario: Scenario) -> WhatIf:
 
 
 def as_seen_by(result: WhatIf, visible: set[str] | None) -> list[TeamComparison]:
-    """The rows of the teams in `visible` (None: all), the others pooled into one row."""
+    """The rows of the teams in `visible` (None: all), the others that had jobs pooled
+    into one row."""
     if visible is None:
         return result.teams
-    others = [r for r in result.teams if r.team not in visible]
+    others = [r for r in result.teams if r.team not in visible and r.actual.jobs]
     rows = [r for r in result.teams if r.team in visible]
     if others:
         rows.append(
