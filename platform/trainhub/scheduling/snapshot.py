@@ -156,6 +156,7 @@ _JOB_FIELDS = (
     "last_rescale_at",
     "started_at",
     "pending_since",
+    "preemptions",
 )
 
 
@@ -170,6 +171,7 @@ class _Asked:
     ps: policy.Resources
     coordinator: policy.Resources
     freeze_seconds: float
+    checkpoint_every_seconds: float
 
 
 class _AskedCache:
@@ -202,6 +204,7 @@ def _parse_asked(text: str) -> _Asked:
         ps=_resources(spec.parameter_servers.resources),
         coordinator=_resources(spec.coordinator.resources),
         freeze_seconds=float(spec.freeze_seconds),
+        checkpoint_every_seconds=float(spec.checkpoint_every_seconds),
     )
 
 
@@ -238,6 +241,10 @@ def _job(job: dict[str, Any], spec: _Asked, tasks: list[policy.Task]) -> policy.
         last_rescale_time=last_rescale,
         started_at=ts(job["started_at"]),
         pending_since=ts(job["pending_since"]),
+        # The policy estimates the last checkpoint from `started_at` (set at every start)
+        # and this period: the work a preemption would lose.
+        checkpoint_every_seconds=spec.checkpoint_every_seconds,
+        preemptions=job["preemptions"],
     )
 
 
