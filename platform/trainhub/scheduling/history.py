@@ -106,6 +106,7 @@ def read_history(now: datetime, days: float) -> History:
                 asked.worker.cpu,
                 int(asked.worker.gpu),
                 asked.worker.memory_mb,
+                checkpoint_every_s=asked.checkpoint_every_seconds or 1e9,  # 0: never
                 ps_cpu=asked.ps.cpu,
                 ps_memory_mb=asked.ps.memory_mb,
                 coordinator_cpu=asked.coordinator.cpu,

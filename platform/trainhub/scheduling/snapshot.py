@@ -157,6 +157,7 @@ _JOB_FIELDS = (
     "last_rescale_at",
     "started_at",
     "pending_since",
+    "preemptions",
 )
 
 
@@ -171,6 +172,7 @@ class Asked:
     ps: policy.Resources
     coordinator: policy.Resources
     freeze_seconds: float
+    checkpoint_every_seconds: float
 
 
 class _AskedCache:
@@ -204,6 +206,7 @@ def asked_of(spec: JobSpec) -> Asked:
         ps=_resources(spec.parameter_servers.resources),
         coordinator=_resources(spec.coordinator.resources),
         freeze_seconds=float(spec.freeze_seconds),
+        checkpoint_every_seconds=float(spec.checkpoint_every_seconds),
     )
 
 
@@ -244,6 +247,10 @@ def _job(job: dict[str, Any], spec: Asked, tasks: list[policy.Task]) -> policy.J
         last_rescale_time=last_rescale,
         started_at=ts(job["started_at"]),
         pending_since=ts(job["pending_since"]),
+        # The policy estimates the last checkpoint from `started_at` (set at every start)
+        # and this period: the work a preemption would lose.
+        checkpoint_every_seconds=spec.checkpoint_every_seconds,
+        preemptions=job["preemptions"],
     )
 
 

@@ -9,7 +9,7 @@ from .elastic import grow
 from .model import Decisions, Job, Snapshot
 from .order import team_queue_key
 from .reclaim import make_room
-from .state import CycleState
+from .state import CycleState, may_borrow_for
 
 
 def schedule_cfs(snapshot: Snapshot) -> Decisions:
@@ -33,7 +33,7 @@ def _start_reserved(st: CycleState) -> None:
             st.book.remove(job.team, r.resources)
         placed = st.cap.place_gang(job.team, job.gang())
         if placed is not None:
-            borrows = st.book.admit(job.team, job.demand(), not job.is_production).borrows
+            borrows = st.book.admit(job.team, job.demand(), may_borrow_for(st, job)).borrows
             st.start(job, placed, borrows)
             continue
         for r in held:
@@ -63,7 +63,14 @@ def _start_in_fair_order(st: CycleState) -> None:
 
 
 def _try_start(st: CycleState, job: Job) -> None:
-    admission = st.book.admit(job.team, job.demand(), may_borrow=not job.is_production)
+    admission = st.book.admit(
+        job.team,
+        job.demand(),
+        may_borrow=may_borrow_for(st, job),
+        no_borrow_why="production jobs never borrow"
+        if job.is_production
+        else f"preempted {job.preemptions} times: it borrows no more",
+    )
     if not admission.ok:
         # Borrowers further above their fair share may give way to this borrower.
         if not (admission.pool_short and make_room(st, job, admission)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 
 from .model import WORKER, AddWorker, Resources, Task, TaskPlacement
-from .state import CycleState, RunningJob
+from .state import CycleState, RunningJob, may_borrow_for
 
 
 def _held_share(st: CycleState, rj: RunningJob) -> float:
@@ -43,7 +43,7 @@ def grow(st: CycleState) -> None:
         job = rj.job
         if (job.team, job.worker) in failed:
             continue
-        admission = st.book.admit(job.team, job.worker, may_borrow=not job.is_production)
+        admission = st.book.admit(job.team, job.worker, may_borrow=may_borrow_for(st, job))
         if not admission.ok or admission.reclaim:
             continue
         pos = st.cap.find(job.team, job.worker)

@@ -95,6 +95,11 @@ class Job:
     last_rescale_time: float | None = None
     started_at: float | None = None
     pending_since: float | None = None  # start of the current wait; None: submit_time
+    # The job saves a checkpoint every this many seconds of running; a preemption loses
+    # the work since the last one. `last_checkpoint_at` None: estimated from `started_at`.
+    checkpoint_every_seconds: float = 300.0
+    last_checkpoint_at: float | None = None
+    preemptions: int = 0  # times preempted so far
 
     @property
     def weight(self) -> int:
@@ -103,6 +108,17 @@ class Job:
     @property
     def is_production(self) -> bool:
         return self.priority == PRODUCTION
+
+    def work_at_risk(self, now: float) -> float:
+        """Seconds of work a preemption now would lose (since the last checkpoint)."""
+        if self.started_at is None:
+            return 0.0
+        last = self.last_checkpoint_at
+        if last is None:
+            every = self.checkpoint_every_seconds
+            ran = max(0.0, now - self.started_at)
+            last = self.started_at + (ran // every) * every if every > 0 else self.started_at
+        return max(0.0, now - last)
 
     @property
     def is_elastic(self) -> bool:
@@ -141,6 +157,11 @@ class PolicyConfig:
     cpu_reserved_per_free_gpu: float = 1.0
     # Bounds the work spent trying to free room for blocked jobs in one cycle.
     max_make_room_attempts: int = 32
+    # A job started on borrowed quota runs at least this long before it gives way to
+    # anyone but the quota's owner.
+    min_borrowed_run_seconds: float = 600.0
+    # A job preempted this many times no longer starts on borrowed quota.
+    borrow_preemption_limit: int = 3
 
 
 @dataclass(frozen=True, slots=True)

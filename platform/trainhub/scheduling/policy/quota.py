@@ -90,7 +90,13 @@ class QuotaBook:
     def remove(self, team: str, delta: Resources) -> None:
         self._change(team, delta, -1.0)
 
-    def admit(self, team: str, demand: Resources, may_borrow: bool) -> Admission:
+    def admit(
+        self,
+        team: str,
+        demand: Resources,
+        may_borrow: bool,
+        no_borrow_why: str = "production jobs never borrow",
+    ) -> Admission:
         """Whether `team` may take `demand` more (does not change the book)."""
         used, nom = self.used[team], self.nominal[team]
         d = demand.as_tuple()
@@ -107,7 +113,7 @@ class QuotaBook:
         exhausted = ", ".join(f"{NAMES[r]} {_fmt(used[r])}/{_fmt(nom[r])}" for r in over)
         if not may_borrow:
             return Admission(
-                ok=False, reason=f"team quota exhausted: {exhausted} (production jobs never borrow)"
+                ok=False, reason=f"team quota exhausted: {exhausted} ({no_borrow_why})"
             )
         lim = self.blimit[team]
         beyond = [r for r in over if new[r] - nom[r] > lim[r] + EPSILON]

@@ -1,16 +1,21 @@
-"""Making room for a blocked pending job: evict, shrink, then preempt.
+"""Making room for a blocked pending job: shrink, then evict, then preempt.
 
 Victims, in the order they are taken:
-1. for a GPU job: CPU-only jobs sitting on GPU nodes on borrowed quota;
-2. elastic jobs above their minimum, one worker at a time: for reclaim the most-fulfilled
-   first; for fair share those of the team farthest above its fair share first;
-3. (reclaim only) jobs running on borrowed quota, lowest priority and most recently
-   started first.
+1. elastic jobs above their minimum, one worker at a time (nobody is preempted while a
+   shrink can still help): for reclaim the most-fulfilled first; for fair share those of
+   the team farthest above its fair share first;
+2. for a GPU job: CPU-only jobs sitting on GPU nodes on borrowed quota;
+3. (reclaim only) jobs running on borrowed quota.
+Jobs to preempt are taken lowest priority first, then the least work lost (time since
+their last checkpoint), then the shortest run so far, then the smallest. A job started on
+borrowed quota runs `min_borrowed_run_seconds` before anyone but the quota's owner may
+preempt it, and the owner takes such young jobs only after all older ones.
 A victim must belong to another team that is borrowing (reclaim: the job fits its own
 team's nominal quota) or that is further above its fair share than the job's team would
 be (fair share). Production jobs are never preempted or shrunk; frozen jobs are not
-shrunk. Victims are taken only if the job then fits; the capacity they free is reserved for
-the job until it starts, so no other job can take it and cause another preemption.
+shrunk. Nothing is taken for a job that could not fit even on an empty cluster, and
+victims are taken only if the job then fits; the capacity they free is reserved for the
+job until it starts, so no other job can take it and cause another preemption.
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .model import WORKER, Job, PreemptJob, RemoveWorker, Resources, Task
-from .placement import Placed
+from .placement import Placed, TaskSpec
 from .quota import Admission
-from .state import CycleState, RunningJob
+from .state import CycleState, RunningJob, may_borrow_for
 
 MAX_VICTIM_UNITS = 256  # bounds the work of one attempt
 
@@ -91,9 +96,17 @@ def _victims(st: CycleState) -> _Victims:
     gpu_nodes = {st.cap.node_ids[p] for p in range(len(st.cap.node_ids)) if st.cap.has_gpus[p]}
     running = sorted(st.running.values(), key=lambda rj: rj.job.id)
 
-    def preempt_order(rj: RunningJob) -> tuple[float, float, int]:
-        # Lowest priority first, then the most recently started.
-        return (rj.job.weight, -(rj.job.started_at or 0.0), -rj.job.id)
+    now = st.snapshot.now
+    cap = st.book.capacity
+    min_run = st.snapshot.config.min_borrowed_run_seconds
+
+    def preempt_order(rj: RunningJob) -> tuple[bool, float, float, float, float, int]:
+        j = rj.job
+        ran = now - (j.started_at if j.started_at is not None else now)
+        held = rj.held.as_tuple()
+        size = max((held[r] / cap[r] for r in range(3) if cap[r] > 0), default=0.0)
+        young = ran < min_run and any(t.borrowed for t in rj.tasks)
+        return (young, j.weight, j.work_at_risk(now), ran, size, j.id)
 
     victims = _Victims(
         cpu_on_gpu=sorted(
@@ -128,15 +141,11 @@ def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
     def usable(rj: RunningJob) -> bool:
         return not rj.touched and not rj.gone and rj.job.team in teams
 
-    if job.worker.gpu > 0:
-        for rj in victims.cpu_on_gpu:
-            # Only work beyond its team's nominal quota is evicted for a GPU job.
-            if (
-                usable(rj)
-                and st.book.is_borrowing(rj.job.team)
-                and _eligible(st, rj, job, reclaim, key)
-            ):
-                yield _preempt_unit(st, rj)
+    now, min_run = st.snapshot.now, st.snapshot.config.min_borrowed_run_seconds
+
+    def young(rj: RunningJob) -> bool:
+        started = rj.job.started_at
+        return started is not None and now - started < min_run and any(t.borrowed for t in rj.tasks)
 
     def shrink_order(rj: RunningJob) -> tuple[float, float, int, RunningJob]:
         # Reclaim: the most-fulfilled borrower first. Fair share: the job whose team is
@@ -155,6 +164,17 @@ def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
         yield _worker_unit(st, rj)
         if rj.workers > rj.job.workers_min:
             heapq.heappush(heap, shrink_order(rj))
+    if job.worker.gpu > 0:
+        for rj in victims.cpu_on_gpu:
+            # Only work beyond its team's nominal quota is evicted for a GPU job.
+            if (
+                usable(rj)
+                and st.book.is_borrowing(rj.job.team)
+                and _eligible(st, rj, job, reclaim, key)
+                and (reclaim or not young(rj))
+            ):
+                yield _preempt_unit(st, rj)
+
     if not reclaim:
         return
     for rj in victims.borrowers:
@@ -195,10 +215,12 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     memo = (job.team, reclaim, tuple(sorted((r, res.as_tuple()) for r, _, res in job.gang())))
     if st.make_room_attempts >= cfg.max_make_room_attempts or memo in st.no_room:
         return False
-    st.make_room_attempts += 1
-    may_borrow = not job.is_production
     gang = job.gang()
     demand = job.demand()
+    if not could_ever_fit(st, gang, demand):
+        return False  # preempting anyone for it would be pointless
+    st.make_room_attempts += 1
+    may_borrow = may_borrow_for(st, job)
     free = st.cap.free_total()
     taken: list[_Unit] = []
     freed = Resources()
@@ -249,6 +271,15 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     n = sum(len(u.tasks) for u in needed)
     st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to stop")
     return True
+
+
+def could_ever_fit(st: CycleState, gang: tuple[TaskSpec, ...], demand: Resources) -> bool:
+    """Whether the gang fits the cluster at all: each task on some empty ready node, and
+    all of it within the cluster's capacity."""
+    largest = st.cap.max_capacity
+    if not all(res.fits_in(largest) for _, _, res in gang):
+        return False
+    return demand.fits_in(Resources(*st.book.capacity))
 
 
 def _record(st: CycleState, unit: _Unit, job: Job) -> None:

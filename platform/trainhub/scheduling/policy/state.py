@@ -188,6 +188,17 @@ class CycleState:
         self.decisions.pending_reasons[job.id] = text
 
 
+def may_borrow_for(st: CycleState, job: Job) -> bool:
+    """Production jobs never borrow; a job preempted `borrow_preemption_limit` times
+    borrows no more, unless its team's nominal quota could never hold it."""
+    if job.is_production:
+        return False
+    if job.preemptions < st.snapshot.config.borrow_preemption_limit:
+        return True
+    nominal = st.book.nominal.get(job.team)
+    return nominal is None or not job.demand().fits_in(Resources(*nominal))
+
+
 def _total(placed: list[Placed]) -> Resources:
     cpu = mem = gpu = 0.0
     for _, _, _, res in placed:
@@ -204,4 +215,4 @@ def demand_of(tasks: list[Task] | tuple[Task, ...]) -> Resources:
     return total
 
 
-__all__ = ["STOPPING", "CycleState", "RunningJob", "demand_of"]
+__all__ = ["STOPPING", "CycleState", "RunningJob", "demand_of", "may_borrow_for"]

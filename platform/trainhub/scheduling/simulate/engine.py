@@ -4,8 +4,11 @@ A cycle runs at every submission and completion, one second after a cycle that p
 or shrank something (the victims' grace period is taken to fit in that second), when a
 freeze window ends, and every `interval_s` while jobs wait (if set). Progress: `duration_s`
 is the runtime at `workers_min`; with n workers a job progresses (n / workers_min) ** 0.8
-times as fast. A preempted job loses what it did since its last checkpoint (every 300 s of
-running) and pays 30 s of restart when it runs again.
+times as fast. A job checkpoints every `checkpoint_every_s` of running (the trace's, 300 s
+by default); a preempted job loses what it did since its last checkpoint (counted in
+`lost_work_s`, and in its completion time) and pays 30 s of restart when it runs again.
+Jobs get internal integer ids in trace order; the trace's own ids (strings or integers)
+key `started` and `ended`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from trainhub.scheduling.policy.order import vruntime_increment
 from .inputs import Cluster, TraceJob
 from .report import Recorder, Report
 
-CHECKPOINT_EVERY_S = 300.0
 RESTART_COST_S = 30.0
 SPEEDUP_EXPONENT = 0.8
 FOLLOW_UP_S = 1.0
@@ -42,10 +44,12 @@ FOLLOW_UP_S = 1.0
 
 @dataclass
 class SimJob:
+    sid: int  # the policy's job id
     trace: TraceJob
     worker: Resources
     ps: Resources
     coordinator: Resources
+    min_demand: tuple[float, float, float]  # the gang: coordinator, PS shards, min workers
     state: str = PENDING
     tasks: list[Task] = field(default_factory=list)
     work_left: float = 0.0  # seconds of work at workers_min
@@ -53,6 +57,7 @@ class SimJob:
     run_since: float = 0.0
     stall_until: float = 0.0
     restarts: int = 0
+    preemptions: int = 0
     vruntime: float = 0.0
     last_rescale: float | None = None
     started_at: float | None = None
@@ -81,6 +86,28 @@ class SimJob:
         self.vruntime_rate = vruntime_increment(total, capacity, 1.0, self.trace.priority)
 
 
+def _sim_job(sid: int, t: TraceJob) -> SimJob:
+    worker = Resources(t.cpu_per_worker, t.memory_mb_per_worker, t.gpu_per_worker)
+    ps = Resources(
+        t.cpu_per_worker if t.ps_cpu is None else t.ps_cpu,
+        t.memory_mb_per_worker if t.ps_memory_mb is None else t.ps_memory_mb,
+        0,
+    )
+    coordinator = Resources(t.coordinator_cpu, t.coordinator_memory_mb, 0)
+    gang = coordinator + ps.times(t.ps) + worker.times(t.workers_min)
+    return SimJob(
+        sid,
+        t,
+        worker,
+        ps,
+        coordinator,
+        gang.as_tuple(),
+        work_left=t.duration_s,
+        checkpoint_left=t.duration_s,
+        pending_since=t.submit_time_s,
+    )
+
+
 @dataclass
 class Simulator:
     cluster: Cluster
@@ -90,28 +117,13 @@ class Simulator:
     freeze_seconds: float = 120.0
     interval_s: float = 0.0
     check: bool = False  # verify no node is over-committed after every cycle (tests)
-    # Filled by run(): first start and end time of every job.
-    started: dict[int, float] = field(default_factory=dict, init=False)
-    ended: dict[int, float] = field(default_factory=dict, init=False)
+    # Filled by run(): first start and end time of every job, by the trace's job id.
+    started: dict[int | str, float] = field(default_factory=dict, init=False)
+    ended: dict[int | str, float] = field(default_factory=dict, init=False)
 
     def run(self) -> Report:
         cap = self.cluster.capacity
-        jobs = {
-            t.job_id: SimJob(
-                t,
-                Resources(t.cpu_per_worker, t.memory_mb_per_worker, t.gpu_per_worker),
-                Resources(
-                    t.cpu_per_worker if t.ps_cpu is None else t.ps_cpu,
-                    t.memory_mb_per_worker if t.ps_memory_mb is None else t.ps_memory_mb,
-                    0,
-                ),
-                Resources(t.coordinator_cpu, t.coordinator_memory_mb, 0),
-                work_left=t.duration_s,
-                checkpoint_left=t.duration_s,
-                pending_since=t.submit_time_s,
-            )
-            for t in self.trace
-        }
+        jobs = {sid: _sim_job(sid, t) for sid, t in enumerate(self.trace, start=1)}
         rec = Recorder(self.cluster)
         events: list[tuple[float, int, str, int, int]] = []
         seq = 0
@@ -121,8 +133,8 @@ class Simulator:
             seq += 1
             heapq.heappush(events, (time, seq, kind, job_id, version))
 
-        for t in self.trace:
-            push(t.submit_time_s, "submit", t.job_id)
+        for sj in jobs.values():
+            push(sj.trace.submit_time_s, "submit", sj.sid)
         active: dict[int, SimJob] = {}
         reservations: tuple[Reservation, ...] = ()
         ticks: set[float] = set()
@@ -143,7 +155,7 @@ class Simulator:
                         sj.set_tasks([], self.cluster.capacity)
                         del active[job_id]
                         rec.finished(sj)
-                        self.ended[job_id] = now
+                        self.ended[sj.trace.job_id] = now
                 else:
                     ticks.discard(now)
             snapshot = self._snapshot(now, active, reservations)
@@ -153,7 +165,7 @@ class Simulator:
             for sj in changed:
                 if sj.state == RUNNING:
                     finish = max(now, sj.stall_until) + sj.work_left / sj.rate
-                    push(finish, "finish", sj.trace.job_id, sj.version)
+                    push(finish, "finish", sj.sid, sj.version)
             if self.check:
                 self._check(active)
             wake = self._next_wake(now, decisions, active, reservations)
@@ -171,17 +183,26 @@ class Simulator:
         if dt <= 0:
             return
         per_team: dict[str, list[float]] = {}
+        wanted: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         for sj in active.values():
+            want = wanted[sj.trace.team]
             if sj.state != RUNNING:
+                if sj.state == PENDING:
+                    for r in range(3):
+                        want[r] += sj.min_demand[r]
                 continue
+            want[0] += sj.held.cpu
+            want[1] += sj.held.memory_mb
+            want[2] += sj.held.gpu
             rate = sj.rate
             start = max(t0, sj.stall_until)
             left_at_t0 = sj.work_left
             if t1 > start:
                 sj.work_left = max(0.0, left_at_t0 - rate * (t1 - start))
             # The last checkpoint boundary crossed in (t0, t1], if any.
-            k = math.floor((t1 - sj.run_since) / CHECKPOINT_EVERY_S)
-            boundary = sj.run_since + k * CHECKPOINT_EVERY_S
+            every = sj.trace.checkpoint_every_s
+            k = math.floor((t1 - sj.run_since) / every)
+            boundary = sj.run_since + k * every
             if k >= 1 and boundary > t0:
                 sj.checkpoint_left = max(0.0, left_at_t0 - rate * max(0.0, boundary - start))
             sj.vruntime += sj.vruntime_rate * dt
@@ -193,7 +214,7 @@ class Simulator:
                 acc[0] += held.cpu
                 acc[1] += held.memory_mb
                 acc[2] += held.gpu
-        rec.advance(per_team, t0, t1)
+        rec.advance(per_team, wanted, t0, t1)
 
     def _next_wake(
         self,
@@ -230,7 +251,7 @@ class Simulator:
                 continue
             t = sj.trace
             job = Job(
-                id=job_id,
+                id=sj.sid,
                 team=t.team,
                 priority=t.priority,
                 state=sj.state,
@@ -247,6 +268,8 @@ class Simulator:
                 last_rescale_time=sj.last_rescale,
                 started_at=sj.started_at,
                 pending_since=sj.pending_since,
+                checkpoint_every_seconds=t.checkpoint_every_s,
+                preemptions=sj.preemptions,
             )
             if sj.state == RUNNING:
                 sj.job_cache = job
@@ -259,14 +282,18 @@ class Simulator:
         self, now: float, d: Decisions, jobs: dict[int, SimJob], rec: Recorder
     ) -> list[SimJob]:
         changed: dict[int, SimJob] = {}
+        resized: set[int] = set()  # jobs resized in this cycle: one resize each
         for p in d.preemptions:
             sj = jobs[p.job_id]
             sj.state = PENDING
+            # Progress since the last checkpoint is lost, in seconds of running at this size.
+            lost = max(0.0, sj.checkpoint_left - sj.work_left) / sj.rate
             sj.set_tasks([], self.cluster.capacity)
             sj.work_left = sj.checkpoint_left
             sj.pending_since = now
+            sj.preemptions += 1
             sj.version += 1
-            rec.preempted(sj)
+            rec.preempted(sj, lost)
         for r in d.remove_workers:
             sj = jobs[r.job_id]
             sj.set_tasks(
@@ -275,8 +302,8 @@ class Simulator:
             )
             sj.last_rescale = now
             sj.job_cache = None
-            changed[sj.trace.job_id] = sj
-            rec.resized()
+            changed[sj.sid] = sj
+            resized.add(sj.sid)
         for s in d.starts:
             sj = jobs[s.job_id]
             sj.state = RUNNING
@@ -290,11 +317,11 @@ class Simulator:
             sj.restarts += 1
             if sj.started_at is None:
                 rec.first_start(sj, now)
-                self.started[s.job_id] = now
+                self.started[sj.trace.job_id] = now
             sj.started_at = now
             sj.last_rescale = now
             sj.job_cache = None
-            changed[sj.trace.job_id] = sj
+            changed[sj.sid] = sj
         for a in d.add_workers:
             sj = jobs[a.job_id]
             placed = a.task
@@ -309,7 +336,9 @@ class Simulator:
             )
             sj.last_rescale = now
             sj.job_cache = None
-            changed[sj.trace.job_id] = sj
+            changed[sj.sid] = sj
+            resized.add(sj.sid)
+        for _ in resized:
             rec.resized()
         for sj in changed.values():
             sj.version += 1

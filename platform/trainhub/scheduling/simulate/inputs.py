@@ -26,6 +26,9 @@ TRACE_COLUMNS = (
     "gpu_per_worker",
     "memory_mb_per_worker",
 )
+# Optional columns: seconds between a job's checkpoints (default 300).
+OPTIONAL_COLUMNS = ("checkpoint_every_s",)
+DEFAULT_CHECKPOINT_EVERY_S = 300.0
 
 
 class InputError(ValueError):
@@ -47,7 +50,7 @@ class Cluster:
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    job_id: int
+    job_id: int | str  # as the trace names it (real traces' ids are strings)
     submit_time_s: float
     team: str
     priority: str
@@ -58,11 +61,19 @@ class TraceJob:
     cpu_per_worker: float
     gpu_per_worker: int
     memory_mb_per_worker: float
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_EVERY_S
     # Not in trace files; the what-if replay (`scheduling/whatif.py`) sets them from specs.
     ps_cpu: float | None = None  # None: a parameter server is sized like a worker's CPUs
     ps_memory_mb: float | None = None
     coordinator_cpu: float = 0.0  # zero: no coordinator task
     coordinator_memory_mb: float = 0.0
+
+
+def _job_id(raw: str) -> int | str:
+    text = raw.strip()
+    if not text:
+        raise ValueError("job_id is empty")
+    return int(text) if text.isdigit() else text
 
 
 def _resources(raw: Mapping[str, Any] | None, where: str, default: float) -> Resources:
@@ -127,10 +138,12 @@ def load_trace(path: str | Path) -> list[TraceJob]:
         missing = set(TRACE_COLUMNS) - set(reader.fieldnames or ())
         if missing:
             raise InputError(f"{path}: missing column(s) {sorted(missing)}")
+        seen: dict[int | str, int] = {}
         for line, row in enumerate(reader, start=2):
             try:
+                every = (row.get("checkpoint_every_s") or "").strip()
                 job = TraceJob(
-                    int(row["job_id"]),
+                    _job_id(row["job_id"]),
                     float(row["submit_time_s"]),
                     row["team"],
                     row["priority"],
@@ -141,9 +154,17 @@ def load_trace(path: str | Path) -> list[TraceJob]:
                     float(row["cpu_per_worker"]),
                     int(float(row["gpu_per_worker"])),
                     float(row["memory_mb_per_worker"]),
+                    float(every) if every else DEFAULT_CHECKPOINT_EVERY_S,
                 )
             except (TypeError, ValueError) as e:
                 raise InputError(f"{path}:{line}: {e}") from None
+            if job.job_id in seen:
+                raise InputError(
+                    f"{path}:{line}: job_id {job.job_id!r} repeats line {seen[job.job_id]}"
+                )
+            seen[job.job_id] = line
+            if not job.checkpoint_every_s > 0:
+                raise InputError(f"{path}:{line}: checkpoint_every_s must be positive")
             if job.priority not in PRIORITY_WEIGHTS:
                 raise InputError(
                     f"{path}:{line}: priority {job.priority!r} is not one of "
@@ -152,14 +173,14 @@ def load_trace(path: str | Path) -> list[TraceJob]:
             if not 1 <= job.workers_min <= job.workers_max:
                 raise InputError(f"{path}:{line}: need 1 <= workers_min <= workers_max")
             jobs.append(job)
-    jobs.sort(key=lambda j: (j.submit_time_s, j.job_id))
+    jobs.sort(key=lambda j: j.submit_time_s)  # stable: ties keep the file's order
     return jobs
 
 
 def write_trace(jobs: list[TraceJob], path: str | Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(TRACE_COLUMNS)
+        w.writerow((*TRACE_COLUMNS, *OPTIONAL_COLUMNS))
         for j in jobs:
             w.writerow(
                 [
@@ -174,5 +195,6 @@ def write_trace(jobs: list[TraceJob], path: str | Path) -> None:
                     f"{j.cpu_per_worker:g}",
                     j.gpu_per_worker,
                     f"{j.memory_mb_per_worker:g}",
+                    f"{j.checkpoint_every_s:g}",
                 ]
             )

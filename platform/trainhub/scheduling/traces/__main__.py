@@ -1,4 +1,5 @@
-"""`python -m trainhub.scheduling.traces {philly,openb} ... --cluster OUT.yaml --trace OUT.csv`."""
+"""`python -m trainhub.scheduling.traces {philly,openb,bursty} ... --cluster OUT.yaml
+--trace OUT.csv`."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import sys
 
 from trainhub.scheduling.simulate.inputs import dump_cluster, write_trace
 
-from . import openb, philly
+from . import bursty, openb, philly
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainhub.scheduling.traces",
-        description="Convert a public cluster trace to the simulator's cluster and trace files.",
+        description="Write the simulator's cluster and trace files from a public trace "
+        "or a synthetic one.",
     )
     sub = parser.add_subparsers(dest="source", required=True)
     p = sub.add_parser("philly", help="Microsoft Philly (philly.csv + philly_vc.csv)")
@@ -28,7 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--node-fraction", type=float, default=0.05)
     o.add_argument("--time-scale", type=float, default=0.03, help="multiplies submit times")
     o.add_argument("--max-duration", type=float, default=86400.0, help="cap on job runtime (s)")
-    for s in (p, o):
+    b = sub.add_parser("bursty", help="a synthetic bursty three-team trace (bursty.py)")
+    b.add_argument("--jobs", type=int, default=1500, help="how many jobs")
+    b.add_argument("--seed", type=int, default=1)
+    for s in (p, o, b):
         s.add_argument("--cluster", required=True, help="CLUSTER.yaml to write")
         s.add_argument("--trace", required=True, help="TRACE.csv to write")
     args = parser.parse_args(argv)
@@ -36,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster, jobs = philly.convert(
             args.jobs, args.vcs, start=args.start, count=args.count, scale=args.scale
         )
+    elif args.source == "bursty":
+        cluster, jobs = bursty.generate(args.jobs, args.seed)
     else:
         cluster, jobs = openb.convert(
             args.nodes,
