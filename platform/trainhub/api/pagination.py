@@ -12,7 +12,9 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
 MAX_OFFSET = 10**12
-_DIGITS = re.compile(r"[0-9]{1,30}")
+# Any whole number (a huge one is clamped like any other above the bound); the length cap
+# keeps int() cheap.
+_DIGITS = re.compile(r"[0-9]{1,1000}")
 
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):

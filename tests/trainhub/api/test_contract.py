@@ -134,6 +134,14 @@ def test_a_bad_page_is_400_naming_the_parameter(root: User, query: dict[str, str
 
 def test_a_large_limit_gives_the_most_there_is(root: User) -> None:
     assert _as(root).get("/api/v1/teams/", {"limit": "100000"}).status_code == 200
+    huge = "132861405075632446663342556184576"  # any whole number is schema-valid
+    assert _as(root).get("/api/v1/teams/", {"limit": huge, "offset": huge}).status_code == 200
+
+
+def test_a_patch_without_the_role_changes_nothing(root: User) -> None:
+    response = _as(root).patch("/api/v1/teams/recsys/members/root/", {}, format="json")
+    assert response.status_code == 200 and response.json()["role"] == "admin"
+    assert Membership.objects.get(user=root).role == Role.ADMIN
 
 
 def _operation(schema: dict[str, Any], path: str, method: str) -> dict[str, Any]:

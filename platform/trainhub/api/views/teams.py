@@ -145,8 +145,12 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             except TenancyError as exc:
                 raise Conflict(str(exc)) from exc
             return Response(status=status.HTTP_204_NO_CONTENT)
-        params = RoleSerializer(data=request.data)
+        # PATCH is a partial update: a body without `role` changes nothing (as the schema's
+        # PATCH body, where every field is optional, says).
+        params = RoleSerializer(data=request.data, partial=True)
         params.is_valid(raise_exception=True)
+        if "role" not in params.validated_data:
+            return Response(MembershipSerializer(membership).data)
         try:
             membership = add_member(
                 team=team,

@@ -1,10 +1,7 @@
 """A job's TLS material for its runtime gRPC: issued, stored sealed, handed to its nodes.
 
 When a job is placed (`issue_job_ca`), `TRAINHUB_RUNTIME_TLS` and its nodes' addresses
-decide whether it gets TLS (`pki.tls_wanted`); if so it gets a CA of its own. A cycle's
-batched starts (`batch_placement.py`) record that decision as a CA row without its key
-pair, issued by the first node that asks (`ensure_ca_issued`), so a cycle that starts
-thousands of jobs signs nothing. Each node's
+decide whether it gets TLS (`pki.tls_wanted`); if so it gets a CA of its own. Each node's
 certificate (SAN: the node's address) is issued the first time that node is told to run
 one of the job's tasks (`node_material`), so a worker added on a new node later gets
 one too. Private keys are stored encrypted with a key derived from `SECRET_KEY` (and
@@ -94,25 +91,9 @@ def node_material(job_ids: set[int], host: str, now: datetime) -> dict[int, Task
     }
     material: dict[int, TaskTLS] = {}
     for job_id, ca in cas.items():
-        ca = ensure_ca_issued(ca, now)
         cert = certs.get(job_id) or _issue_certificate(ca, host, now)
         material[job_id] = TaskTLS(cert=cert.cert, key=unseal(cert.sealed_key), ca=ca.cert)
     return material
-
-
-def ensure_ca_issued(ca: RuntimeCA, now: datetime) -> RuntimeCA:
-    """`ca` with its certificate and key: a CA recorded without them (a batched start)
-    gets them now, once, however many nodes ask at the same time (row lock)."""
-    if ca.cert:
-        return ca
-    with transaction.atomic():
-        locked = RuntimeCA.objects.select_for_update().get(pk=ca.pk)
-        if not locked.cert:
-            issued = pki.issue_ca(locked.job_id, now)
-            locked.cert, locked.sealed_key = issued.cert, seal(issued.key)
-            locked.save(update_fields=["cert", "sealed_key"])
-            logger.info("job %s: issued its runtime CA (TLS between its tasks)", locked.job_id)
-    return locked
 
 
 def _issue_certificate(ca: RuntimeCA, host: str, now: datetime) -> RuntimeCertificate:
