@@ -77,8 +77,11 @@ class PageErrors:
         )
 
     def _console(self, message: ConsoleMessage) -> None:
-        if message.type == "error" and not message.text.startswith("Failed to load resource"):
-            self.errors.append(f"console.error: {message.text}")
+        if message.type != "error" or message.text.startswith("Failed to load resource"):
+            return
+        if message.text.startswith(_HTMX_ABORT):
+            return  # a poll cut short by a navigation: as ERR_ABORTED requests above
+        self.errors.append(f"console.error: {message.text}")
 
     def _response(self, response: Response) -> None:
         # Fetches may answer 4xx on purpose (a refused form shows its errors); the assets a
@@ -88,6 +91,12 @@ class PageErrors:
 
     def assert_none(self) -> None:
         assert not self.errors, "JavaScript errors:\n" + "\n".join(self.errors)
+
+
+# What htmx logs when the browser aborts one of its requests (the page navigated away or
+# closed while a poll was in flight); a failed request logs htmx:sendError or
+# htmx:responseError instead, which stay errors.
+_HTMX_ABORT = ("htmx:sendAbort", "htmx:afterRequest")
 
 
 @contextmanager
