@@ -178,3 +178,23 @@ def test_the_estimated_start_comes_from_expected_runtimes(
     # Holder ends in 10 min; first-in-line then runs the team's median, 10 min more.
     estimate = datetime.fromisoformat(body["estimated_start"])
     assert before + timedelta(minutes=20) <= estimate <= timezone.now() + timedelta(minutes=20)
+
+
+def test_the_dry_run_answers_what_the_next_cycle_does(world: dict[str, Any]) -> None:
+    """Ask, submit the same spec, run a cycle: the job starts when the dry run said it
+    would, and otherwise waits with the reason the dry run gave."""
+    from trainhub.nodes.models import Node as NodeModel
+    from trainhub.scheduling.services import run_cycle
+
+    NodeModel.objects.filter(pk=world["node"].pk).update(isolation="uid+cgroup")
+    answers = []
+    for name in ("first", "second"):  # 1.5 CPUs each on 2: the first fits, the second waits
+        preview = world["client"].post(URL, _small(name=name), format="json").json()
+        submitted = world["client"].post("/api/v1/jobs/", _small(name=name), format="json")
+        assert submitted.status_code == 201, submitted.content
+        run_cycle(now=timezone.now())
+        job = Job.objects.get(pk=submitted.json()["id"])
+        assert (job.state == "starting") == preview["fits_now"], (name, preview)
+        assert job.pending_reason == preview["reason"], (name, preview)
+        answers.append(preview["fits_now"])
+    assert answers == [True, False]
