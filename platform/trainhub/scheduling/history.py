@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 
-from trainhub.jobs.choices import TaskRole
+from trainhub.jobs.choices import JobState, TaskRole
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job, JobEvent
 
@@ -26,8 +26,6 @@ from . import policy
 from .simulate.engine import SPEEDUP_EXPONENT
 from .simulate.inputs import Cluster, TraceJob
 from .snapshot import asked_of, read_cluster
-
-RUNNING = "running"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +56,15 @@ def _running_intervals(job_ids: list[int], until: datetime) -> dict[int, list[tu
     began: dict[int, float] = {}
     events = (
         JobEvent.objects.filter(job_id__in=job_ids)
-        .filter(Q(to_state=RUNNING) | Q(from_state=RUNNING))
+        .filter(Q(to_state=JobState.RUNNING) | Q(from_state=JobState.RUNNING))
         .order_by("job_id", "time", "id")
         .values_list("job_id", "time", "from_state", "to_state")
     )
     for job_id, at, from_state, to_state in events.iterator(chunk_size=5000):
         t = at.timestamp()
-        if from_state == RUNNING and job_id in began:
+        if from_state == JobState.RUNNING and job_id in began:
             intervals[job_id].append((began.pop(job_id), t))
-        if to_state == RUNNING:
+        if to_state == JobState.RUNNING:
             began[job_id] = t
     for job_id, start in began.items():  # still running
         intervals[job_id].append((start, until.timestamp()))

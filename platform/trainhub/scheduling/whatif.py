@@ -212,7 +212,8 @@ def what_if(now: datetime, days: float, scenario: Scenario) -> WhatIf:
     changed = _changed_teams(history.cluster.teams, scenario.quotas)
     began = time.perf_counter()
     replay = _simulated(history, history.cluster.teams, Scenario())
-    whatif = _simulated(history, changed, scenario)
+    # Nothing to change (a link naming only the days): the what-if is the replay itself.
+    whatif = replay if scenario == Scenario() else _simulated(history, changed, scenario)
     seconds = time.perf_counter() - began
     actual = _actual(history)
     empty = Outcome(0, 0.0, 0.0, 0.0, 0.0)

@@ -47,7 +47,12 @@ def place_jobs(starts: list[Start], *, now: datetime, tls_mode: str) -> list[Job
     `tls_mode`: `TRAINHUB_RUNTIME_TLS`. A job cancelled meanwhile is left as it is (as
     `place_job` leaves it)."""
     fresh = [s for s in starts if s.job.started_at is None]
-    started = [s.job for s in starts if s.job.started_at is not None and _place_one(s, now)]
+    started = [
+        s.job
+        for s in starts
+        if s.job.started_at is not None
+        and place_job(job=s.job, placements=s.placements, now=now, hosts=s.hosts)
+    ]
     if not fresh:
         return started
     by_id = {s.job.pk: s for s in fresh}
@@ -143,7 +148,3 @@ def _task_row(job_id: int, p: Placement, now: datetime) -> tuple[Any, ...]:
         None,
         None,
     )
-
-
-def _place_one(s: Start, now: datetime) -> bool:
-    return place_job(job=s.job, placements=s.placements, now=now, hosts=s.hosts)
