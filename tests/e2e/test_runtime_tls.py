@@ -32,12 +32,19 @@ def _uid(pid: int) -> int:
     raise AssertionError(f"no Uid in /proc/{pid}/status")
 
 
-def _health(address: str, token: str, tls: rpc.TLSFiles | None) -> grpc.StatusCode:
+def _health(
+    address: str, token: str, tls: rpc.TLSFiles | None, *, wait: bool = False
+) -> grpc.StatusCode:
+    """The health answer of the server at `address`. `wait`: until it listens (its process
+    shows up before it binds), at most 30 s; a handshake that keeps failing still fails."""
     channel = grpc.insecure_channel(address) if tls is None else rpc.create_channel(address, tls)
     with channel:
         try:
             health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), metadata=rpc.auth_metadata(token), timeout=10
+                health_pb2.HealthCheckRequest(),
+                metadata=rpc.auth_metadata(token),
+                timeout=30 if wait else 10,
+                wait_for_ready=wait,
             )
         except grpc.RpcError as e:
             return e.code()
@@ -66,7 +73,7 @@ def test_a_job_runs_over_tls_and_refuses_plaintext(tmp_path: Path) -> None:
         address, token = env["TRAINHUB_BIND"], env["TRAINHUB_JOB_TOKEN"]
         trusted = rpc.TLSFiles(ca=files.ca)
 
-        assert _health(address, token, trusted) == grpc.StatusCode.OK
+        assert _health(address, token, trusted, wait=True) == grpc.StatusCode.OK
         assert _health(address, token, None) == grpc.StatusCode.UNAVAILABLE
         assert _health(address, "wrong", trusted) == grpc.StatusCode.UNAUTHENTICATED
 
