@@ -19,7 +19,7 @@ from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.models import RuntimeCA, RuntimeCertificate
 from trainhub.jobs.selectors import desired_tasks
 from trainhub.jobs.services import Placement, Start, place_job, place_jobs, rescale_workers
-from trainhub.jobs.services.tls import SealError, seal, unseal
+from trainhub.jobs.services.tls import UNSIGNED, SealError, _signed, seal, unseal
 from trainhub.nodes.models import Node
 
 from ps_runtime.agent.protocol import DESIRED_TASKS_PATH, TaskTLS, parse_desired_tasks
@@ -123,10 +123,11 @@ def test_a_cross_host_job_gets_a_ca_and_each_node_only_its_own_certificate(
     world: World,
 ) -> None:
     job, a, b = _two_hosts(world)
-    ca = x509.load_pem_x509_certificate(RuntimeCA.objects.get(job=job).cert.encode())
+    assert RuntimeCA.objects.get(job=job).cert == UNSIGNED  # until a node asks
 
     on_a = [t for t in desired_tasks(a).tasks if t.job_id == job.pk]
     on_b = [t for t in desired_tasks(b).tasks if t.job_id == job.pk]
+    ca = x509.load_pem_x509_certificate(RuntimeCA.objects.get(job=job).cert.encode())
     assert sorted(t.role for t in on_a) == ["coordinator", "worker"]
     assert [t.role for t in on_b] == ["ps"]
     for tasks, host in ((on_a, "10.1.0.1"), (on_b, "10.1.0.2")):
@@ -157,7 +158,8 @@ def test_a_cross_host_job_gets_a_ca_and_each_node_only_its_own_certificate(
 
 
 def test_a_batched_start_gets_the_same_material_as_a_single_one(world: World) -> None:
-    """A cycle's batched starts issue the CA at placement, as place_job does."""
+    """A cycle's batched starts leave the CA to the first node that asks, as place_job
+    does."""
     a, _ = make_node("node-a", address="10.1.0.1")
     b, _ = make_node("node-b", address="10.1.0.2")
     job = make_job(world.alice)
@@ -165,13 +167,28 @@ def test_a_batched_start_gets_the_same_material_as_a_single_one(world: World) ->
     placements[1] = Placement(TaskRole.PS, 0, b.pk, 41000, 0.5, 512)
     hosts = ["10.1.0.1", "10.1.0.2"]
     place_jobs([Start(job, placements, hosts)], now=timezone.now(), tls_mode="auto")
+    assert RuntimeCA.objects.get(job=job).cert == UNSIGNED
+    material = {
+        node.pk: [t for t in desired_tasks(node).tasks if t.job_id == job.pk] for node in (a, b)
+    }
     stored = RuntimeCA.objects.get(job=job)
     assert stored.cert and "PRIVATE" not in stored.sealed_key
     ca = x509.load_pem_x509_certificate(stored.cert.encode())
-    for node in (a, b):
-        for task in (t for t in desired_tasks(node).tasks if t.job_id == job.pk):
+    for tasks in material.values():
+        for task in tasks:
             assert task.tls is not None and task.tls.ca == stored.cert
             x509.load_pem_x509_certificate(task.tls.cert.encode()).verify_directly_issued_by(ca)
+
+
+def test_two_nodes_asking_at_once_get_the_same_ca(world: World) -> None:
+    """The request that loses the race to sign a job's CA answers with the winner's."""
+    job, _, b = _two_hosts(world)
+    stale = RuntimeCA.objects.get(job=job)  # read before the other request signed it
+    (task, *_) = (t for t in desired_tasks(b).tasks if t.job_id == job.pk)
+    assert task.tls is not None
+    late = _signed(stale, timezone.now())
+    assert late.cert == task.tls.ca == RuntimeCA.objects.get(job=job).cert
+    assert unseal(late.sealed_key) == unseal(RuntimeCA.objects.get(job=job).sealed_key)
 
 
 def test_a_worker_added_on_a_new_node_gets_that_nodes_certificate(world: World) -> None:

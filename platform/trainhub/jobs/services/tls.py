@@ -1,12 +1,15 @@
 """A job's TLS material for its runtime gRPC: issued, stored sealed, handed to its nodes.
 
 When a job is placed (`issue_job_ca`), `TRAINHUB_RUNTIME_TLS` and its nodes' addresses
-decide whether it gets TLS (`pki.tls_wanted`); if so it gets a CA of its own. Each node's
-certificate (SAN: the node's address) is issued the first time that node is told to run
-one of the job's tasks (`node_material`), so a worker added on a new node later gets
-one too. Private keys are stored encrypted with a key derived from `SECRET_KEY` (and
-`SECRET_KEY_FALLBACKS`, to rotate it); they appear only in the desired-tasks answer to
-the node that runs the task, never in a log or a user's API answer.
+decide whether it gets TLS (`pki.tls_wanted`); if so it gets a CA of its own, signed the
+first time one of its nodes asks for its tasks (`node_material`: a cycle that starts
+thousands of jobs signs none of them, 0.4 ms each). Two nodes asking at once get the
+same CA: only the first to write it wins, the other reads it. Each node's certificate
+(SAN: the node's address) is issued the first time that node is told to run one of the
+job's tasks, so a worker added on a new node later gets one too. Private keys are stored
+encrypted with a key derived from `SECRET_KEY` (and `SECRET_KEY_FALLBACKS`, to rotate
+it); they appear only in the desired-tasks answer to the node that runs the task, never
+in a log or a user's API answer.
 """
 
 from __future__ import annotations
@@ -71,12 +74,25 @@ def issue_job_ca(job: Job, hosts: list[str], now: datetime) -> bool:
         RuntimeCA.objects.filter(job=job).delete()
         RuntimeCertificate.objects.filter(job=job).delete()
         return False
-    if RuntimeCA.objects.filter(job=job).exists():
-        return True
-    ca = pki.issue_ca(job.pk, now)
-    RuntimeCA.objects.create(job=job, cert=ca.cert, sealed_key=seal(ca.key))
-    logger.info("job %s: issued its runtime CA (TLS between its tasks)", job.pk)
+    RuntimeCA.objects.get_or_create(job=job, defaults={"cert": UNSIGNED, "sealed_key": ""})
     return True
+
+
+UNSIGNED = ""  # the cert of a job's CA that no node has asked for yet
+
+
+def _signed(ca: RuntimeCA, now: datetime) -> RuntimeCA:
+    """`ca`, signed now unless another request signed it first (then theirs)."""
+    issued = pki.issue_ca(ca.job_id, now)
+    sealed = seal(issued.key)
+    won = RuntimeCA.objects.filter(job_id=ca.job_id, cert=UNSIGNED).update(
+        cert=issued.cert, sealed_key=sealed
+    )
+    if not won:
+        return RuntimeCA.objects.get(job_id=ca.job_id)
+    logger.info("job %s: issued its runtime CA (TLS between its tasks)", ca.job_id)
+    ca.cert, ca.sealed_key = issued.cert, sealed
+    return ca
 
 
 def node_material(job_ids: set[int], host: str, now: datetime) -> dict[int, TaskTLS]:
@@ -86,6 +102,9 @@ def node_material(job_ids: set[int], host: str, now: datetime) -> dict[int, Task
     cas = {ca.job_id: ca for ca in RuntimeCA.objects.filter(job_id__in=job_ids)}
     if not cas:
         return {}
+    for job_id, ca in cas.items():
+        if ca.cert == UNSIGNED:
+            cas[job_id] = _signed(ca, now)
     certs = {
         c.job_id: c for c in RuntimeCertificate.objects.filter(job_id__in=list(cas), host=host)
     }

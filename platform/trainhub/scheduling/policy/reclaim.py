@@ -225,21 +225,32 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     taken: list[_Unit] = []
     freed = Resources()
     placed: list[Placed] | None = None
+    # A placement failed with every node but `changed` as it is now (the caller tried one
+    # when the job was admitted without reclaiming).
+    tried = admission.ok and not admission.reclaim
+    hostable = False  # a node freed since then could take one of the gang's tasks
+    shapes = list({res.as_tuple(): res for _, _, res in gang}.values())
     for unit in _candidates(st, job, reclaim):
         if len(taken) >= MAX_VICTIM_UNITS:
             break
         _apply(st, unit, +1)
         taken.append(unit)
-        for _, res in unit.tasks:
+        for pos, res in unit.tasks:
             freed = freed + res
+            # Nodes only gain room here, so a node checked once needs checking again only
+            # when it gains more.
+            hostable = hostable or _could_host(st, job.team, shapes, pos)
         if not demand.fits_in(free + freed):
             continue
         again = st.book.admit(job.team, demand, may_borrow)
         if not again.ok or again.reclaim:
             continue
+        if tried and not hostable:
+            continue  # best fit would make the same choices and fail again
         placed = st.cap.place_gang(job.team, gang)
         if placed is not None:
             break
+        tried, hostable = True, False
     if placed is None:
         for unit in reversed(taken):
             _apply(st, unit, -1)
@@ -271,6 +282,12 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     n = sum(len(u.tasks) for u in needed)
     st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to stop")
     return True
+
+
+def _could_host(st: CycleState, team: str, shapes: list[Resources], pos: int) -> bool:
+    """Whether the node could take one of the gang's tasks. When no node that changed
+    since a failed placement can, placing again fails too: best fit never picks them."""
+    return st.cap.allows(pos, team) and any(st.cap.fits(pos, res) for res in shapes)
 
 
 def could_ever_fit(st: CycleState, gang: tuple[TaskSpec, ...], demand: Resources) -> bool:
