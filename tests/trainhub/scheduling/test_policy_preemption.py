@@ -135,6 +135,15 @@ def test_elastic_jobs_shrink_before_anyone_is_preempted() -> None:
     assert sorted(r.index for r in d.remove_workers) == [2, 3, 4, 5]
 
 
+def test_a_job_shrunk_and_still_in_the_way_is_only_preempted() -> None:
+    # Shrinking b's job to its minimum frees 6 GPUs; the owner needs all 8.
+    elastic = _running(1, "b", 8, workers_min=2, workers_max=8, ran=5_000.0)
+    d = schedule(_cluster(elastic, _owner_needs(8)))
+    assert [p.job_id for p in d.preemptions] == [1]
+    assert d.remove_workers == []  # the preemption stops those workers too
+    assert [r.job_id for r in d.reservations] == [99]
+
+
 def test_nobody_is_preempted_for_a_job_that_could_never_fit() -> None:
     big_task = Job(99, "a", "normal", PENDING, NOW, Resources(2, 8000, 9))  # > any node
     too_many = Job(98, "a", "normal", PENDING, NOW, GPU, workers_min=9)  # > the cluster

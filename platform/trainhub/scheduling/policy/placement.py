@@ -111,7 +111,10 @@ class Capacity:
 
     def allows(self, pos: int, team: str) -> bool:
         """Whether `team` may get capacity on the node: isolated, or no other team there."""
-        return self.isolated[pos] or all(t == team for t in self.teams[pos])
+        if self.isolated[pos]:
+            return True
+        held = self.teams[pos]
+        return not held or (len(held) == 1 and team in held)
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -160,15 +163,20 @@ class Capacity:
     def find(self, team: str, res: Resources, exclude: set[int] | None = None) -> int | None:
         """Position of the tightest READY node that fits `res` (best fit), or None."""
         gpu_task = res.gpu > 0
+        # The plain capacity test inline first: most nodes a scan meets fail it.
+        cpu, mem = self.cpu, self.mem
+        need_cpu, need_mem = res.cpu - EPSILON, res.memory_mb - EPSILON
         for keys in self._ordered_groups(team, gpu_task):
             if not keys:
                 continue
             if self.has_gpus[keys[0][2]]:
                 start = bisect_left(keys, (res.gpu - EPSILON, -float("inf"), -1))
             else:
-                start = bisect_left(keys, (res.cpu - EPSILON, -float("inf"), -1))
+                start = bisect_left(keys, (need_cpu, -float("inf"), -1))
             for i in range(start, len(keys)):
                 pos = keys[i][2]
+                if cpu[pos] < need_cpu or mem[pos] < need_mem:
+                    continue
                 if exclude is not None and pos in exclude:
                     continue
                 if self.fits(pos, res) and self.allows(pos, team):

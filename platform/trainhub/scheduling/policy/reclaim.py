@@ -274,10 +274,14 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         return False
     # The victims still hold their capacity until they stop: hold it again, and the job's
     # placement is reserved, so the node is accounted twice until then (never over-given).
+    # A job shrunk and then preempted for the same job is only preempted: that stops the
+    # workers its shrink took as well.
+    preempted = {id(u.job) for u in needed if u.preempt}
     for unit in needed:
         for pos, res in unit.tasks:
             st.cap.take(pos, res, unit.job.job.team)
-        _record(st, unit, job)
+        if unit.preempt or id(unit.job) not in preempted:
+            _record(st, unit, job)
     st.reserve(job, placed)
     n = sum(len(u.tasks) for u in needed)
     st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to stop")
