@@ -11,6 +11,7 @@ from trainhub.scheduling.policy import (
     Job,
     Node,
     PolicyConfig,
+    Reservation,
     Resources,
     Snapshot,
     Team,
@@ -71,6 +72,16 @@ def test_borrower_shrinks_to_give_back_quota_and_the_owner_starts_next_cycle() -
     assert [s.job_id for s in d.starts] == [10]
     assert not any(t.borrowed for t in d.starts[0].tasks)
     assert d.reservations == [] and 11 in d.pending_reasons
+
+
+def test_a_job_started_on_its_reservation_starts_once() -> None:
+    # Its team has quota to spare, so a second try in fair order would start it again.
+    nodes = (Node(1, Resources(16, 64000, 8)),)
+    teams = (Team("a", Resources(16, 64000, 8)),)
+    waiting = Job(5, "a", "normal", PENDING, 0.0, GPU_WORKER, workers_min=2)
+    held = Reservation(5, 1, Resources(4, 16000, 2), 90.0)
+    d = schedule(Snapshot(100.0, nodes, teams, (waiting,), reservations=(held,)))
+    assert [s.job_id for s in d.starts] == [5]
 
 
 def test_a_frozen_borrower_is_preempted_instead_and_production_never_is() -> None:

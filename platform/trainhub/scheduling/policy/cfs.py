@@ -47,8 +47,13 @@ def _start_in_fair_order(st: CycleState) -> None:
     cfg = st.snapshot.config
     now = st.snapshot.now
     queues: dict[str, list[Job]] = defaultdict(list)
+    started = {s.job_id for s in st.decisions.starts}  # on their reservations
     for job in st.pending:
-        if job.id not in st.reservations and job.id not in st.decisions.pending_reasons:
+        if (
+            job.id not in st.reservations
+            and job.id not in st.decisions.pending_reasons
+            and job.id not in started
+        ):
             queues[job.team].append(job)
     for q in queues.values():
         q.sort(key=lambda j: team_queue_key(j, now, cfg.aging_seconds_per_level), reverse=True)
