@@ -3,14 +3,16 @@ preview).
 
 The answer comes from the live policy itself: the cluster as the next cycle would read it
 (`snapshot.read_cluster`), plus the job as a hypothetical pending one, through
-`policy.schedule` — in memory. Nothing is written, no event is published and no cycle is
-requested, so a preview changes nothing, however often it is asked.
+`policy.schedule` — in memory, stopping once the job is decided (`until`). Nothing is
+written, no event is published and no cycle is requested, so a preview changes nothing,
+however often it is asked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -86,7 +88,9 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
     snapshot = dataclasses.replace(
         view.snapshot, jobs=(*view.snapshot.jobs, hypothetical_job(spec, now=now))
     )
-    decisions = policy.schedule(snapshot, settings.SCHEDULER_POLICY)
+    began = time.perf_counter()
+    decisions = policy.schedule(snapshot, settings.SCHEDULER_POLICY, until=PREVIEW_JOB_ID)
+    run_s = time.perf_counter() - began  # a lower bound of a whole run's time
     position = position_if_submitted(spec.priority, now=now)
     if any(start.job_id == PREVIEW_JOB_ID for start in decisions.starts):
         return Preview(fits_now=True, position=position, reason="", estimated_start=now)
@@ -100,7 +104,7 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
         estimate = (
             None
             if runtimes is None
-            else _forecast(snapshot, PREVIEW_JOB_ID, runtimes, name=spec.name)
+            else _forecast(snapshot, PREVIEW_JOB_ID, runtimes, name=spec.name, run_s=run_s)
         )
     reason = decisions.pending_reasons.get(PREVIEW_JOB_ID, "waiting for the next scheduling cycle")
     return Preview(fits_now=False, position=position, reason=reason, estimated_start=estimate)
@@ -154,7 +158,12 @@ def _runtimes(now: datetime) -> _Runtimes | None:
 
 
 def _forecast(
-    snapshot: policy.Snapshot, job_id: int, runtimes: _Runtimes, *, name: str | None = None
+    snapshot: policy.Snapshot,
+    job_id: int,
+    runtimes: _Runtimes,
+    *,
+    name: str | None = None,
+    run_s: float = 0.0,
 ) -> datetime | None:
     """When the forecast would start job `job_id` (`name`: the hypothetical job's name). A
     job is expected to run the median runtime of its team's jobs of the same name, else of
@@ -173,6 +182,11 @@ def _forecast(
         if expected is not None:
             ends[job.id] = max(snapshot.now, (job.started_at or snapshot.now) + expected)
     at = estimate_start(
-        snapshot, job_id, ends=ends, runtime=runtime, policy_name=settings.SCHEDULER_POLICY
+        snapshot,
+        job_id,
+        ends=ends,
+        runtime=runtime,
+        policy_name=settings.SCHEDULER_POLICY,
+        run_s=run_s,
     )
     return None if at is None else datetime.fromtimestamp(at, tz=UTC)

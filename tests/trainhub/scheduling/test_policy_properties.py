@@ -229,3 +229,26 @@ def test_random_traces_replay_to_the_end_without_overcommitting(seed: int, polic
     sim = Simulator(cluster, trace, policy=policy, check=True)
     report = sim.run()
     assert report.jobs == len(trace) == len(sim.ended)
+
+
+def _outcome(d: Decisions, job_id: int) -> tuple[object, ...]:
+    """Where the job starts, what it reserves, and whether it waits. (Not the reason's
+    words: a whole cycle reuses a "does not fit" reason worded earlier in the cycle for
+    the same gang shape, a preview words it afresh.)"""
+    start = next((s for s in d.starts if s.job_id == job_id), None)
+    reserved = [r for r in d.reservations if r.job_id == job_id]
+    return (start, reserved, job_id in d.pending_reasons)
+
+
+@SETTINGS
+@given(clusters(), st.randoms(use_true_random=False))
+def test_a_preview_gives_each_job_what_the_whole_cycle_gives_it(
+    snap: Snapshot, rng: random.Random
+) -> None:
+    """`schedule(until=job)` stops early, yet decides that job as the whole cycle does."""
+    for _ in range(3):
+        full = schedule(snap)
+        for job in snap.jobs:
+            if job.state == PENDING:
+                assert _outcome(schedule(snap, until=job.id), job.id) == _outcome(full, job.id)
+        snap = replace(apply(snap, full, snap.now), now=snap.now + rng.choice([1.0, 120.0]))

@@ -51,14 +51,16 @@ POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {
 }
 
 
-def schedule(snapshot: Snapshot, policy: str = "cfs") -> Decisions:
-    """Decide one cycle. The same snapshot always gives the same decisions."""
-    try:
-        return POLICIES[policy](snapshot)
-    except KeyError:
-        if policy in POLICIES:
-            raise
-        raise ValueError(f"unknown policy {policy!r}; choose one of {sorted(POLICIES)}") from None
+def schedule(snapshot: Snapshot, policy: str = "cfs", *, until: int | None = None) -> Decisions:
+    """Decide one cycle. The same snapshot always gives the same decisions.
+
+    `until`: only job `until`'s decision is wanted (a preview): the fair-share policy may
+    stop as soon as it is final, leaving the other jobs' decisions incomplete."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose one of {sorted(POLICIES)}")
+    if policy == "cfs":
+        return schedule_cfs(snapshot, until=until)
+    return POLICIES[policy](snapshot)
 
 
 __all__ = [

@@ -12,12 +12,20 @@ from .reclaim import make_room
 from .state import CycleState, may_borrow_for
 
 
-def schedule_cfs(snapshot: Snapshot) -> Decisions:
-    """Start, resize and preempt jobs per DESIGN.md §3; deterministic for a snapshot."""
+def schedule_cfs(snapshot: Snapshot, *, until: int | None = None) -> Decisions:
+    """Start, resize and preempt jobs per DESIGN.md §3; deterministic for a snapshot.
+
+    `until`: stop once job `until` has been tried (its decision is final then: nothing
+    later in a cycle starts a pending job), and word no other job's pending reason."""
     st = CycleState.build(snapshot)
+    st.until = until
     _start_reserved(st)
-    _start_in_fair_order(st)
-    grow(st)
+    if until is not None and (
+        until in st.reservations or any(s.job_id == until for s in st.decisions.starts)
+    ):
+        return st.finish()  # it started on, or still waits for, its reservation
+    if not _start_in_fair_order(st):
+        grow(st)
     return st.finish()
 
 
@@ -43,7 +51,8 @@ def _start_reserved(st: CycleState) -> None:
         st.reason(job, "capacity reclaimed for it: waiting for other jobs' tasks to stop")
 
 
-def _start_in_fair_order(st: CycleState) -> None:
+def _start_in_fair_order(st: CycleState) -> bool:
+    """Try pending jobs in fair order; True when it stopped at `st.until`."""
     cfg = st.snapshot.config
     now = st.snapshot.now
     queues: dict[str, list[Job]] = defaultdict(list)
@@ -62,9 +71,13 @@ def _start_in_fair_order(st: CycleState) -> None:
     while heap:
         _, team = heapq.heappop(heap)
         q = queues[team]
-        _try_start(st, q.pop())
+        job = q.pop()
+        _try_start(st, job)
+        if job.id == st.until:
+            return True
         if q:
             heapq.heappush(heap, (st.book.fair_key(team), team))
+    return False
 
 
 def _try_start(st: CycleState, job: Job) -> None:
@@ -92,5 +105,5 @@ def _try_start(st: CycleState, job: Job) -> None:
     st.capacity_blocked = True
     if admission.reclaim:
         st.reason(job, "its team's idle quota is lent out and cannot be reclaimed yet")
-    else:
+    elif st.until is None or job.id == st.until:
         st.reason(job, st.cap.why_not(gang, job.team))

@@ -56,6 +56,7 @@ class CycleState:
     make_room_attempts: int = 0
     no_room: set[tuple[object, ...]] = field(default_factory=set)
     victims: object = None  # reclaim's victim lists, built on first need
+    until: int | None = None  # only this job's decision is wanted (`schedule(until=)`)
 
     @classmethod
     def build(cls, snapshot: Snapshot, *, quotas: bool = True) -> CycleState:
