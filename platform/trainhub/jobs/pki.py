@@ -8,6 +8,7 @@ a node whose clock is slightly behind accepts it.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,6 +40,7 @@ class Issued:
         return x509.load_pem_x509_certificate(self.cert.encode())
 
 
+@functools.lru_cache(maxsize=4096)  # a cycle asks it for every job it starts
 def is_loopback(host: str) -> bool:
     """Whether `host` (a node address) can only be reached from the same machine."""
     if host.lower() == "localhost":

@@ -163,8 +163,9 @@ class Capacity:
     def find(self, team: str, res: Resources, exclude: set[int] | None = None) -> int | None:
         """Position of the tightest READY node that fits `res` (best fit), or None."""
         gpu_task = res.gpu > 0
-        # The plain capacity test inline first: most nodes a scan meets fail it.
-        cpu, mem = self.cpu, self.mem
+        # The plain capacity test and the other-team test inline first: most nodes a scan
+        # meets fail one of them.
+        cpu, mem, isolated, teams = self.cpu, self.mem, self.isolated, self.teams
         need_cpu, need_mem = res.cpu - EPSILON, res.memory_mb - EPSILON
         for keys in self._ordered_groups(team, gpu_task):
             if not keys:
@@ -177,9 +178,15 @@ class Capacity:
                 pos = keys[i][2]
                 if cpu[pos] < need_cpu or mem[pos] < need_mem:
                     continue
+                if (
+                    not isolated[pos]
+                    and (held := teams[pos])
+                    and (len(held) > 1 or team not in held)
+                ):
+                    continue  # another team's tasks are there (`allows`)
                 if exclude is not None and pos in exclude:
                     continue
-                if self.fits(pos, res) and self.allows(pos, team):
+                if self.fits(pos, res):
                     return pos
         return None
 
