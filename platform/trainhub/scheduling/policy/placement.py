@@ -218,6 +218,12 @@ class Capacity:
         self.occupy(pos, team, -1)
         self.release_version += 1
 
+    def restored(self, version: int) -> None:
+        """Capacity is again exactly as it was at `version` (a tentative change undone):
+        failures remembered since are forgotten, and those remembered then hold again."""
+        self._failed = {k: v for k, v in self._failed.items() if v[0] <= version}
+        self.release_version = version
+
     # -- gangs ------------------------------------------------------------------------------
 
     def place_gang(self, team: str, tasks: Iterable[TaskSpec]) -> list[Placed] | None:

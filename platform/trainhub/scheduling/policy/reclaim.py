@@ -7,9 +7,13 @@ Victims, in the order they are taken:
 2. for a GPU job: CPU-only jobs sitting on GPU nodes on borrowed quota;
 3. (reclaim only) jobs running on borrowed quota.
 Jobs to preempt are taken lowest priority first, then the least work lost (time since
-their last checkpoint), then the shortest run so far, then the smallest. A job started on
-borrowed quota runs `min_borrowed_run_seconds` before anyone but the quota's owner may
-preempt it, and the owner takes such young jobs only after all older ones.
+their last checkpoint), then the shortest run so far, then the smallest; but before each
+preemption for reclaim, the first victims in that order (32 of each kind) are checked for
+one whose preemption alone, beside what is taken, gives the job its room: such a victim
+goes first whatever its priority or age (one preemption instead of several). A job
+started on borrowed quota runs `min_borrowed_run_seconds` before anyone but the quota's
+owner may preempt it, and the owner takes such young jobs only after all older ones
+(unless one alone gives it its room).
 A victim must belong to another team that is borrowing (reclaim: the job fits its own
 team's nominal quota) or that is further above its fair share than the job's team would
 be (fair share). Production jobs are never preempted or shrunk; frozen jobs are not
@@ -21,8 +25,10 @@ job until it starts, so no other job can take it and cause another preemption.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
+from itertools import islice
 
 from .model import WORKER, Job, PreemptJob, RemoveWorker, Resources, Task
 from .placement import Placed, TaskSpec
@@ -30,6 +36,8 @@ from .quota import Admission
 from .state import CycleState, RunningJob, may_borrow_for
 
 MAX_VICTIM_UNITS = 256  # bounds the work of one attempt
+SOLE_LOOKAHEAD = 32  # victims of each kind looked at for one that alone makes room
+SOLE_TRIES = 64  # victims checked fully in that search, per attempt
 
 
 @dataclass
@@ -126,7 +134,18 @@ def _victims(st: CycleState) -> _Victims:
     return victims
 
 
-def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
+@dataclass
+class _Sole:
+    """A search for one victim whose preemption alone, beside the units already taken,
+    gives the job its room; `test` spends one of `tries` on each victim it checks fully."""
+
+    test: Callable[[_Unit], bool]
+    tries: int = SOLE_TRIES
+
+
+def _candidates(
+    st: CycleState, job: Job, reclaim: bool, sole_search: _Sole | None = None
+) -> Iterator[_Unit]:
     """Victim units in order, lazily (each one taken before the next is computed)."""
     key = (0, 0.0) if reclaim else _fair_key_after(st, job)
     teams = {
@@ -164,21 +183,39 @@ def _candidates(st: CycleState, job: Job, reclaim: bool) -> Iterator[_Unit]:
         yield _worker_unit(st, rj)
         if rj.workers > rj.job.workers_min:
             heapq.heappush(heap, shrink_order(rj))
-    if job.worker.gpu > 0:
-        for rj in victims.cpu_on_gpu:
-            # Only work beyond its team's nominal quota is evicted for a GPU job.
-            if (
-                usable(rj)
-                and st.book.is_borrowing(rj.job.team)
-                and _eligible(st, rj, job, reclaim, key)
-                and (reclaim or not young(rj))
-            ):
-                yield _preempt_unit(st, rj)
+    gpu = job.worker.gpu > 0
 
-    if not reclaim:
-        return
-    for rj in victims.borrowers:
-        if usable(rj) and _eligible(st, rj, job, reclaim, key):
+    def cpu_ok(rj: RunningJob) -> bool:
+        # Only work beyond its team's nominal quota is evicted for a GPU job.
+        return (
+            usable(rj)
+            and st.book.is_borrowing(rj.job.team)
+            and _eligible(st, rj, job, reclaim, key)
+            and (reclaim or not young(rj))
+        )
+
+    def borrower_ok(rj: RunningJob) -> bool:
+        return reclaim and usable(rj) and _eligible(st, rj, job, reclaim, key)
+
+    def sole() -> _Unit | None:
+        # Among the first victims in order, one whose preemption alone completes the room.
+        if sole_search is None or sole_search.tries <= 0:
+            return None
+        ahead = list(islice(filter(cpu_ok, victims.cpu_on_gpu if gpu else ()), SOLE_LOOKAHEAD))
+        ahead += islice(filter(borrower_ok, victims.borrowers), 2 * SOLE_LOOKAHEAD - len(ahead))
+        units = map(partial(_preempt_unit, st), ahead)
+        return next((u for u in units if sole_search.test(u)), None)
+
+    phases = ((victims.cpu_on_gpu if gpu else [], cpu_ok), (victims.borrowers, borrower_ok))
+    for phase, ok in phases:
+        for rj in phase:
+            if not ok(rj):
+                continue
+            unit = sole()
+            if unit is not None:
+                yield unit
+                if not ok(rj):
+                    continue
             yield _preempt_unit(st, rj)
 
 
@@ -230,7 +267,34 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     tried = admission.ok and not admission.reclaim
     hostable = False  # a node freed since then could take one of the gang's tasks
     shapes = list({res.as_tuple(): res for _, _, res in gang}.values())
-    for unit in _candidates(st, job, reclaim):
+
+    def completes(unit: _Unit) -> bool:
+        add = Resources()
+        for _, res in unit.tasks:
+            add = add + res
+        if search.tries <= 0 or not demand.fits_in(free + freed + add):
+            return False
+        search.tries -= 1
+        version = st.cap.release_version
+        _apply(st, unit, +1)
+        try:
+            again = st.book.admit(job.team, demand, may_borrow)
+            if not again.ok or again.reclaim:
+                return False
+            # Placing failed as things are: it succeeds only on a node the unit frees.
+            if tried and not hostable:
+                if not any(_could_host(st, job.team, shapes, pos) for pos, _ in unit.tasks):
+                    return False
+            placed = st.cap.place_gang(job.team, gang)
+            if placed is not None:
+                st.cap.unplace(placed, job.team)
+            return placed is not None
+        finally:
+            _apply(st, unit, -1)
+            st.cap.restored(version)
+
+    search = _Sole(completes)
+    for unit in _candidates(st, job, reclaim, search if reclaim else None):
         if len(taken) >= MAX_VICTIM_UNITS:
             break
         _apply(st, unit, +1)
