@@ -61,6 +61,7 @@ class Capacity:
         # Bumped whenever capacity is given back; failure memos older than it are stale.
         self.release_version = 0
         self._failed: dict[tuple[object, ...], tuple[int, str]] = {}
+        self._written: list[tuple[object, ...]] = []  # `_failed` keys in the order written
         self._order_cache: dict[tuple[str, bool], list[list[tuple[float, float, int]]]] = {}
         self.indexed = False
 
@@ -190,6 +191,27 @@ class Capacity:
                     return pos
         return None
 
+    def could_take(self, pos: int, team: str, shapes: Iterable[Resources]) -> bool:
+        """Whether the node could take a task of one of `shapes` for `team` now. When no node
+        that changed since a failed placement can, placing again fails too: best fit never
+        picks them."""
+        return self.allows(pos, team) and any(self.fits(pos, res) for res in shapes)
+
+    def room_after(self, freed: Iterable[tuple[int, Resources]], shapes: list[Resources]) -> bool:
+        """Whether a node would have the CPU, memory and GPUs for a task of one of `shapes`
+        once `freed` (position, resources) is given back (`could_take` without the team and
+        GPU-model rules, and without changing anything)."""
+        added: dict[int, Resources] = {}
+        for pos, res in freed:
+            added[pos] = added.get(pos, Resources()) + res
+        return any(
+            self.cpu[pos] + a.cpu + EPSILON >= r.cpu
+            and self.mem[pos] + a.memory_mb + EPSILON >= r.memory_mb
+            and self.gpu[pos] + a.gpu + EPSILON >= r.gpu
+            for pos, a in added.items()
+            for r in shapes
+        )
+
     # -- changes ----------------------------------------------------------------------------
 
     def _move(self, pos: int, res: Resources, sign: int) -> None:
@@ -218,11 +240,24 @@ class Capacity:
         self.occupy(pos, team, -1)
         self.release_version += 1
 
-    def restored(self, version: int) -> None:
-        """Capacity is again exactly as it was at `version` (a tentative change undone):
+    def mark(self) -> tuple[int, int]:
+        """A point to come back to with `restored` after tentative changes."""
+        return (self.release_version, len(self._written))
+
+    def restored(self, mark: tuple[int, int]) -> None:
+        """Capacity is again exactly as it was at `mark` (a tentative change undone):
         failures remembered since are forgotten, and those remembered then hold again."""
-        self._failed = {k: v for k, v in self._failed.items() if v[0] <= version}
+        version, written = mark
+        for shape in self._written[written:]:
+            memo = self._failed.get(shape)
+            if memo is not None and memo[0] > version:
+                del self._failed[shape]
+        del self._written[written:]
         self.release_version = version
+
+    def _remember(self, shape: tuple[object, ...], reason: str) -> None:
+        self._failed[shape] = (self.release_version, reason)
+        self._written.append(shape)
 
     # -- gangs ------------------------------------------------------------------------------
 
@@ -248,7 +283,7 @@ class Capacity:
                 for _, _, p, r in placed:
                     self._move(p, r, +1)
                     self.occupy(p, team, -1)
-                self._failed[shape] = (self.release_version, "")
+                self._remember(shape, "")
                 return None
             self.take(pos, res, team)
             if role == PS:
@@ -267,7 +302,7 @@ class Capacity:
         if memo is not None and memo[0] == self.release_version:
             return memo[1]
         reason = self._why_not(tasks, team)
-        self._failed[shape] = (self.release_version, reason)
+        self._remember(shape, reason)
         return reason
 
     def _why_not(self, tasks: Sequence[TaskSpec], team: str | None = None) -> str:

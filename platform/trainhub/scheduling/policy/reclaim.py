@@ -38,6 +38,7 @@ from .state import CycleState, RunningJob, may_borrow_for
 MAX_VICTIM_UNITS = 256  # bounds the work of one attempt
 SOLE_LOOKAHEAD = 32  # victims of each kind looked at for one that alone makes room
 SOLE_TRIES = 64  # victims checked fully in that search, per attempt
+SOLE_ATTEMPTS = 8  # attempts per cycle that search (bounds a cycle's work, as attempts do)
 
 
 @dataclass
@@ -275,7 +276,17 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         if search.tries <= 0 or not demand.fits_in(free + freed + add):
             return False
         search.tries -= 1
-        version = st.cap.release_version
+        # What the full test below finds first, without freeing anything: the quota
+        # (only the quota book changes, and back), then room on the freed nodes.
+        victim_team = unit.job.job.team
+        st.book.remove(victim_team, add)
+        quota = st.book.admit(job.team, demand, may_borrow)
+        st.book.add(victim_team, add)
+        if not quota.ok or quota.reclaim:
+            return False
+        if tried and not hostable and not st.cap.room_after(unit.tasks, shapes):
+            return False
+        mark = st.cap.mark()
         _apply(st, unit, +1)
         try:
             again = st.book.admit(job.team, demand, may_borrow)
@@ -283,7 +294,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
                 return False
             # Placing failed as things are: it succeeds only on a node the unit frees.
             if tried and not hostable:
-                if not any(_could_host(st, job.team, shapes, pos) for pos, _ in unit.tasks):
+                if not any(st.cap.could_take(pos, job.team, shapes) for pos, _ in unit.tasks):
                     return False
             placed = st.cap.place_gang(job.team, gang)
             if placed is not None:
@@ -291,10 +302,11 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
             return placed is not None
         finally:
             _apply(st, unit, -1)
-            st.cap.restored(version)
+            st.cap.restored(mark)
 
     search = _Sole(completes)
-    for unit in _candidates(st, job, reclaim, search if reclaim else None):
+    searching = reclaim and st.make_room_attempts <= SOLE_ATTEMPTS
+    for unit in _candidates(st, job, reclaim, search if searching else None):
         if len(taken) >= MAX_VICTIM_UNITS:
             break
         _apply(st, unit, +1)
@@ -303,7 +315,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
             freed = freed + res
             # Nodes only gain room here, so a node checked once needs checking again only
             # when it gains more.
-            hostable = hostable or _could_host(st, job.team, shapes, pos)
+            hostable = hostable or st.cap.could_take(pos, job.team, shapes)
         if not demand.fits_in(free + freed):
             continue
         again = st.book.admit(job.team, demand, may_borrow)
@@ -350,12 +362,6 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     n = sum(len(u.tasks) for u in needed)
     st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to stop")
     return True
-
-
-def _could_host(st: CycleState, team: str, shapes: list[Resources], pos: int) -> bool:
-    """Whether the node could take one of the gang's tasks. When no node that changed
-    since a failed placement can, placing again fails too: best fit never picks them."""
-    return st.cap.allows(pos, team) and any(st.cap.fits(pos, res) for res in shapes)
 
 
 def could_ever_fit(st: CycleState, gang: tuple[TaskSpec, ...], demand: Resources) -> bool:
