@@ -144,6 +144,16 @@ def test_a_job_shrunk_and_still_in_the_way_is_only_preempted() -> None:
     assert [r.job_id for r in d.reservations] == [99]
 
 
+def test_one_victim_that_alone_makes_room_goes_before_several() -> None:
+    # In victim order the two small jobs come first (less work at risk), and both would
+    # have to go; the large one alone frees what the owner needs.
+    small = [_running(i, "b", 2, node=1, ran=700.0) for i in (1, 2)]
+    large = _running(3, "b", 4, ran=5_000.0)
+    d = schedule(_cluster(*small, large, _owner_needs(4)))
+    assert [p.job_id for p in d.preemptions] == [3]
+    assert [r.job_id for r in d.reservations] == [99]
+
+
 def test_nobody_is_preempted_for_a_job_that_could_never_fit() -> None:
     big_task = Job(99, "a", "normal", PENDING, NOW, Resources(2, 8000, 9))  # > any node
     too_many = Job(98, "a", "normal", PENDING, NOW, GPU, workers_min=9)  # > the cluster
