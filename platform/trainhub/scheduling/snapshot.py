@@ -204,8 +204,11 @@ class _AskedCache:
         for row in rows:
             job_id, digest = row["id"], row["spec_md5"]
             text = texts.get(job_id)
-            hit = known[job_id] if text is None else (digest, _parse_asked(text))
-            fresh[job_id] = hit
+            if text is not None:
+                fresh[job_id] = (digest, _parse_asked(text))
+            elif job_id in known:
+                fresh[job_id] = known[job_id]
+            # else: deleted between the two queries; the read leaves it out
         self._known = fresh
         return {job_id: asked for job_id, (_, asked) in fresh.items()}
 
@@ -336,7 +339,7 @@ def read_cluster(now: datetime) -> ClusterView:
         now=now.timestamp(),
         nodes=tuple(_node(nodes[k], now) for k in sorted(nodes)),
         teams=teams,
-        jobs=tuple(_job(j, asked[j["id"]], tasks[j["id"]]) for j in job_rows),
+        jobs=tuple(_job(j, asked[j["id"]], tasks[j["id"]]) for j in job_rows if j["id"] in asked),
         reservations=reservations,
         config=policy_config(),
     )
