@@ -8,7 +8,7 @@ Victims, in the order they are taken:
 3. (reclaim only) jobs running on borrowed quota.
 Jobs to preempt are taken lowest priority first, then the least work lost (time since
 their last checkpoint), then the shortest run so far, then the smallest; but before each
-preemption for reclaim, the first victims in that order (32 of each kind) are checked for
+preemption for reclaim, the first victims in that order (up to 64) are checked for
 one whose preemption alone, beside what is taken, gives the job its room: such a victim
 goes first whatever its priority or age (one preemption instead of several). A job
 started on borrowed quota runs `min_borrowed_run_seconds` before anyone but the quota's
@@ -207,7 +207,9 @@ def _candidates(
         units = map(partial(_preempt_unit, st), ahead)
         return next((u for u in units if sole_search.test(u)), None)
 
-    phases = ((victims.cpu_on_gpu if gpu else [], cpu_ok), (victims.borrowers, borrower_ok))
+    phases = [(victims.cpu_on_gpu if gpu else [], cpu_ok)]
+    if reclaim:  # only the owner of the quota preempts borrowers
+        phases.append((victims.borrowers, borrower_ok))
     for phase, ok in phases:
         for rj in phase:
             if not ok(rj):
@@ -263,8 +265,8 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     taken: list[_Unit] = []
     freed = Resources()
     placed: list[Placed] | None = None
-    # A placement failed with every node but `changed` as it is now (the caller tried one
-    # when the job was admitted without reclaiming).
+    # `tried`: a placement failed with the nodes as they are, but for those freed since
+    # (the caller tried one when the job was admitted without reclaiming).
     tried = admission.ok and not admission.reclaim
     hostable = False  # a node freed since then could take one of the gang's tasks
     shapes = list({res.as_tuple(): res for _, _, res in gang}.values())
@@ -276,8 +278,8 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         if search.tries <= 0 or not demand.fits_in(free + freed + add):
             return False
         search.tries -= 1
-        # What the full test below finds first, without freeing anything: the quota
-        # (only the quota book changes, and back), then room on the freed nodes.
+        # Without freeing anything: the quota (only the quota book changes, and back),
+        # then room on the freed nodes (a cheap form of the test below).
         victim_team = unit.job.job.team
         st.book.remove(victim_team, add)
         quota = st.book.admit(job.team, demand, may_borrow)
@@ -289,9 +291,6 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         mark = st.cap.mark()
         _apply(st, unit, +1)
         try:
-            again = st.book.admit(job.team, demand, may_borrow)
-            if not again.ok or again.reclaim:
-                return False
             # Placing failed as things are: it succeeds only on a node the unit frees.
             if tried and not hostable:
                 if not any(st.cap.could_take(pos, job.team, shapes) for pos, _ in unit.tasks):
