@@ -6,7 +6,7 @@ PORT ?= 8000
 STAMP := $(VENV)/.installed-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 
-.PHONY: demo test faults install frontend lint typecheck proto clean
+.PHONY: demo test faults install frontend lint audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
@@ -45,6 +45,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+
+## Known-vulnerable dependencies: every installed package checked against PyPI's advisories;
+## --strict fails when a package cannot be checked (e.g. PyPI's JSON API is unreachable)
+audit: $(STAMP)
+	$(VENV)/bin/pip-audit --strict --progress-spinner off
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
