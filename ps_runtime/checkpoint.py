@@ -55,16 +55,14 @@ def shard_file(directory: str, shard: int) -> str:
     return os.path.join(directory, f"shard-{shard}.npz")
 
 
-def save_shard(
-    store: ParameterStore, directory: str, shard: int, num_shards: int, step: int
-) -> tuple[str, int]:
-    """Write this shard's variables and slots to `directory`; return (path, count).
+def write_shard(store: ParameterStore, f: Any, shard: int, num_shards: int, step: int) -> int:
+    """Write the store's variables and slots as one shard file to `f`; return the count.
 
     Arrays are written straight from the live buffers under each variable's lock
     (no full copy), so memory stays near the table's own size.
     """
-    os.makedirs(directory, exist_ok=True)
-    path = shard_file(directory, shard)
+    import zipfile
+
     entries = store.entries()
     meta: dict[str, Any] = {
         "format": FORMAT_VERSION,
@@ -73,36 +71,46 @@ def save_shard(
         "step": step,
         "variables": {},
     }
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for e in entries:
+            with e.lock:
+                n = e.size if isinstance(e, StoredTable) else None
+                arrays = {"values": e.values[:n]}
+                arrays.update({f"slot/{k}": v[:n] for k, v in e.slots.items()})
+                info: dict[str, Any] = {
+                    "spec": e.spec.to_json(),
+                    "version": e.version,
+                    "params": e.optimizer.params,
+                }
+                if isinstance(e, StoredTable):
+                    arrays["ids"] = e.row_ids[:n]
+                    info["lifecycle"] = e.lifecycle.to_json()
+                elif e.part is not None:
+                    info["part"] = [e.part.base, e.part.base_rows, e.part.row_offset]
+                for key, arr in arrays.items():
+                    with z.open(f"{e.name}/{key}.npy", "w", force_zip64=True) as out:
+                        np.lib.format.write_array(
+                            out, np.ascontiguousarray(arr), allow_pickle=False
+                        )
+                meta["variables"][e.name] = info
+        z.writestr("__meta__.json", json.dumps(meta))
+    return len(meta["variables"])
+
+
+def save_shard(
+    store: ParameterStore, directory: str, shard: int, num_shards: int, step: int
+) -> tuple[str, int]:
+    """Write this shard's file into checkpoint `directory`; return (path, count)."""
+    os.makedirs(directory, exist_ok=True)
+    path = shard_file(directory, shard)
+    count = 0
 
     def write(f: Any) -> None:
-        import zipfile
-
-        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
-            for e in entries:
-                with e.lock:
-                    n = e.size if isinstance(e, StoredTable) else None
-                    arrays = {"values": e.values[:n]}
-                    arrays.update({f"slot/{k}": v[:n] for k, v in e.slots.items()})
-                    info: dict[str, Any] = {
-                        "spec": e.spec.to_json(),
-                        "version": e.version,
-                        "params": e.optimizer.params,
-                    }
-                    if isinstance(e, StoredTable):
-                        arrays["ids"] = e.row_ids[:n]
-                        info["lifecycle"] = e.lifecycle.to_json()
-                    elif e.part is not None:
-                        info["part"] = [e.part.base, e.part.base_rows, e.part.row_offset]
-                    for key, arr in arrays.items():
-                        with z.open(f"{e.name}/{key}.npy", "w", force_zip64=True) as out:
-                            np.lib.format.write_array(
-                                out, np.ascontiguousarray(arr), allow_pickle=False
-                            )
-                    meta["variables"][e.name] = info
-            z.writestr("__meta__.json", json.dumps(meta))
+        nonlocal count
+        count = write_shard(store, f, shard, num_shards, step)
 
     write_atomically(path, write)
-    return path, len(meta["variables"])
+    return path, count
 
 
 def commit(directory: str, step: int, num_shards: int, keep: int) -> str:
@@ -196,24 +204,37 @@ def restore_shard(store: ParameterStore, directory: str, shard: int, num_shards:
     restored: set[str] = set()
     for old in range(old_shards):
         with np.load(shard_file(directory, old), allow_pickle=False) as data:
-            meta = json.loads(bytes(data.zip.read("__meta__.json")))
-            for name, info in meta["variables"].items():
-                spec = VariableSpec.from_json(info["spec"])
-
-                def arrays(
-                    name: str = name, info: dict[str, Any] = info, data: Any = data
-                ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-                    slots = {k: data[f"{name}/slot/{k}"] for k in _slot_names(info)}
-                    return data[f"{name}/values"], slots
-
-                if spec.kind == "table":
-                    _restore_table(store, name, spec, info, data, shard, num_shards)
-                    restored.add(name)
-                elif _restore_dense(
-                    store, name, spec, info, arrays, old == shard and old_shards == num_shards
-                ):
-                    restored.add(name)
+            same = old == shard and old_shards == num_shards
+            restored |= _restore_file(store, data, shard, num_shards, same)
     return len(restored)
+
+
+def restore_copy(store: ParameterStore, f: Any, shard: int, num_shards: int) -> int:
+    """Load a shard file written by `write_shard` for the same shard (a replica's copy)."""
+    with np.load(f, allow_pickle=False) as data:
+        return len(_restore_file(store, data, shard, num_shards, True))
+
+
+def _restore_file(
+    store: ParameterStore, data: Any, shard: int, num_shards: int, create: bool
+) -> set[str]:
+    restored: set[str] = set()
+    meta = json.loads(bytes(data.zip.read("__meta__.json")))
+    for name, info in meta["variables"].items():
+        spec = VariableSpec.from_json(info["spec"])
+
+        def arrays(
+            name: str = name, info: dict[str, Any] = info
+        ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+            slots = {k: data[f"{name}/slot/{k}"] for k in _slot_names(info)}
+            return data[f"{name}/values"], slots
+
+        if spec.kind == "table":
+            _restore_table(store, name, spec, info, data, shard, num_shards)
+            restored.add(name)
+        elif _restore_dense(store, name, spec, info, arrays, create):
+            restored.add(name)
+    return restored
 
 
 def _slot_names(info: dict[str, Any]) -> tuple[str, ...]:

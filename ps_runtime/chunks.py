@@ -9,11 +9,13 @@ behind a few header bytes) and a received chunk is a memoryview into gRPC's buff
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ps_runtime.proto import ps_pb2
+from ps_runtime.wire import wire_dtype
 
 
 def _varint(value: int) -> bytes:
@@ -169,3 +171,20 @@ def decode_push_chunk(message: bytes) -> PushChunk:
         elif number == 3:
             out.chunk = _decode_chunk_view(value)
     return out
+
+
+def push_messages(
+    name: str, origin: ps_pb2.PushOrigin, grad: np.ndarray, chunk_bytes: int
+) -> Iterator[bytes]:
+    """A dense gradient as serialized PushDenseChunks of about `chunk_bytes` each."""
+    flat = grad.reshape(-1)
+    dtype = wire_dtype(flat.dtype)
+    if flat.dtype.str != dtype:
+        flat = flat.astype(dtype)
+    step = max(1, chunk_bytes // flat.dtype.itemsize)
+    for start in range(0, max(flat.size, 1), step):
+        piece = flat[start : start + step]
+        if start == 0:
+            yield encode_push_chunk(piece, 0, name, origin, dtype, grad.shape)
+        else:
+            yield encode_push_chunk(piece, start)

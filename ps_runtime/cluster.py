@@ -8,13 +8,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ps_runtime import rpc, taskenv
+from ps_runtime.replicas import Replicas
 
 
 class ClusterResolver:
     """PS and worker addresses plus the job token.
 
-    With no arguments it reads TRAINHUB_CLUSTER (`{"ps": [...], "worker": [...]}`) and
-    TRAINHUB_JOB_TOKEN, as set by the agent or `python -m ps_runtime.launch`.
+    With no arguments it reads TRAINHUB_CLUSTER (`{"ps": [...], "worker": [...],
+    "replication": R}`) and TRAINHUB_JOB_TOKEN, as set by the agent or
+    `python -m ps_runtime.launch`. `replication` is how many backups each PS shard has.
     """
 
     def __init__(
@@ -22,10 +24,12 @@ class ClusterResolver:
         ps: Sequence[str] | None = None,
         workers: Sequence[str] | None = None,
         token: str | None = None,
+        replication: int = 0,
     ) -> None:
         if ps is None and workers is None:
             spec = _cluster_from_env()
-            ps, workers = spec.ps, spec.worker
+            ps, workers, replication = spec.ps, spec.worker, spec.replication
+        self.replication = replication
         self.ps = tuple(ps or ())
         self.workers = tuple(workers or ())
         self.token = token if token is not None else rpc.token_from_env()
@@ -62,12 +66,15 @@ class ClusterResolver:
             time.sleep(poll)
 
     def unavailable_ps(self, timeout: float = 1.0) -> list[tuple[int, str]]:
-        """(shard index, address) of every PS that does not answer its health check."""
-        return [
-            (i, a)
-            for i, a in enumerate(self.ps)
-            if not rpc.check_health(a, self.token, timeout=timeout)
-        ]
+        """(shard index, address) of every PS that does not answer its health check.
+
+        With replication, a shard counts only when none of its replicas answers.
+        """
+        down = {
+            i for i, a in enumerate(self.ps) if not rpc.check_health(a, self.token, timeout=timeout)
+        }
+        chains = Replicas(len(self.ps), self.replication)
+        return [(s, self.ps[s]) for s in range(len(self.ps)) if set(chains.chain(s)) <= down]
 
 
 def _cluster_from_env() -> taskenv.ClusterSpec:

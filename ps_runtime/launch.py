@@ -3,6 +3,10 @@ processes on loopback, like torchrun.
 
     python -m ps_runtime.launch --ps 1 --workers 2 ps_runtime.examples.movielens:train \
         -- --data u.data --epochs 5
+
+With `--replication R` (1 or 2, fewer than --ps) every PS shard also lives on the next R
+servers, and a PS process that dies is started again on its address: it copies its
+shards from a live replica while the job trains on.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from ps_runtime import taskenv
+from ps_runtime.replicas import check_replication
 from ps_runtime.taskenv import Role
 
 HOST = "127.0.0.1"
@@ -97,11 +102,13 @@ class LocalJob:
         num_ps: int,
         num_workers: int,
         checkpoint_dir: str | None = None,
+        replication: int = 0,
     ) -> None:
         ports = free_ports(num_ps + num_workers)
         self.cluster = taskenv.ClusterSpec(
             ps=tuple(f"{HOST}:{p}" for p in ports[:num_ps]),
             worker=tuple(f"{HOST}:{p}" for p in ports[num_ps:]),
+            replication=replication,
         )
         self.token = secrets.token_urlsafe(24)
         self.entrypoint = entrypoint
@@ -134,8 +141,10 @@ class LocalJob:
     def _address(self, role: Role, index: int) -> str:
         return (self.cluster.ps if role == Role.PS else self.cluster.worker)[index]
 
-    def _start(self, role: Role, index: int) -> subprocess.Popen[bytes]:
+    def _start(self, role: Role, index: int, rejoin: bool = False) -> subprocess.Popen[bytes]:
         env = self._env(role, index)
+        if rejoin:
+            taskenv.PS_REJOIN.put(env, "1")
         proc = subprocess.Popen(
             [sys.executable, "-m", "ps_runtime.task"],
             env=env,
@@ -164,11 +173,31 @@ class LocalJob:
         for i in range(len(self.cluster.worker)):
             self._start(Role.WORKER, i)
         coordinator = self._start(Role.COORDINATOR, 0)
-        code = coordinator.wait()
+        while True:
+            try:
+                code = coordinator.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if self.cluster.replication:
+                    self._restart_dead_ps()
         self.stop()
         for t in self._pumps:
             t.join(timeout=2.0)
         return code
+
+    def _restart_dead_ps(self) -> None:
+        """Start a PS that died again, on its address; it rejoins its shards' replicas."""
+        for n, (role, index, proc) in enumerate(self.procs):
+            if role == Role.PS and proc.poll() is not None:
+                with self._out_lock:
+                    print(
+                        f"ps {index} (pid {proc.pid}) exited with {proc.returncode}; "
+                        "starting a replacement",
+                        flush=True,
+                    )
+                del self.procs[n]
+                self._start(Role.PS, index, rejoin=True)
+                return  # one per pass: the list changed
 
     def stop(self) -> None:
         """SIGTERM every live process, then SIGKILL what is left after the grace period."""
@@ -199,14 +228,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ps", type=int, default=1, help="number of PS shards (default 1)")
     parser.add_argument("--workers", type=int, default=1, help="number of workers (default 1)")
     parser.add_argument("--checkpoint-dir", help=f"{taskenv.CHECKPOINT_DIR.name} for every task")
+    parser.add_argument(
+        "--replication",
+        type=int,
+        default=0,
+        help="backups per PS shard, 0 to 2 and fewer than --ps (default 0); a PS that "
+        "dies is then restarted and the job goes on",
+    )
     parser.add_argument("entrypoint", help="module:function the coordinator calls")
     args = parser.parse_args(argv)
     if args.ps < 1 or args.workers < 1:
         parser.error("--ps and --workers must be at least 1")
+    try:
+        check_replication(args.ps, args.replication)
+    except ValueError as e:
+        parser.error(f"--replication: {e}")
     if ":" not in args.entrypoint:
         parser.error(f"entrypoint {args.entrypoint!r} must look like package.module:function")
     job = LocalJob(
-        args.entrypoint, parse_entry_args(entry_argv), args.ps, args.workers, args.checkpoint_dir
+        args.entrypoint,
+        parse_entry_args(entry_argv),
+        args.ps,
+        args.workers,
+        args.checkpoint_dir,
+        args.replication,
     )
 
     def on_signal(signum: int, frame: Any) -> None:

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -24,13 +24,8 @@ import numpy as np
 
 from ps_runtime import chunks, rpc, sharding
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
-from ps_runtime.ps_pending import (
-    PUSH_ATTEMPTS,
-    RETRYABLE,
-    PendingDense,
-    PendingPush,
-    PendingRows,
-)
+from ps_runtime.ps_pending import PendingDense, PendingPush, PendingRows
+from ps_runtime.ps_routes import PUSH_ATTEMPTS, Routes
 from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_spec, encode_tensor, wire_dtype
 
 __all__ = ["PSClient", "PendingDense", "PendingPush", "PendingRows", "is_unavailable"]
@@ -40,7 +35,11 @@ _SERVICE = "/trainhub.ps.ParameterServer"
 
 
 class PSClient:
-    """One channel per PS shard; table calls fan out to the owning shards concurrently."""
+    """One channel per PS server; table calls fan out to the owning shards concurrently.
+
+    With `replication` R, each shard also lives on the next R servers; calls go to one
+    replica of each shard and fail over to the next when it stops answering (`Routes`).
+    """
 
     def __init__(
         self,
@@ -48,13 +47,15 @@ class PSClient:
         token: str,
         timeout: float | None = 120.0,
         chunk_bytes: int = rpc.DEFAULT_CHUNK_BYTES,
+        replication: int = 0,
     ):
         if not addresses:
             raise ValueError("no PS addresses: the cluster needs at least one 'ps' task")
         self.addresses = tuple(addresses)
         self.timeout = timeout
         self.chunk_bytes = chunk_bytes
-        self._metadata = rpc.auth_metadata(token)
+        self.replication = replication
+        self._routes = Routes(self.addresses, token, replication)
         self._channels = [rpc.create_channel(a) for a in self.addresses]
         # grpcio-tools writes the stub modules without type hints.
         self._stubs = [
@@ -100,8 +101,33 @@ class PSClient:
         for c in self._channels:
             c.close()
 
-    def _kw(self) -> dict[str, Any]:
-        return {"metadata": self._metadata, "timeout": self.timeout}
+    def _kw(self, shard: int) -> dict[str, Any]:
+        return {"metadata": self._routes.metadata[shard], "timeout": self.timeout}
+
+    def _unary(self, shard: int, method: str, request: Any, attempts: int = 1) -> Any:
+        """A unary call for `shard`, on the server answering for it (with failover)."""
+        return self._routes.call(
+            shard,
+            lambda server: getattr(self._stubs[server], method)(request, **self._kw(shard)),
+            attempts,
+        )
+
+    def _start(self, shard: int, method: str, request: Any, attempts: int = 1) -> Any:
+        """Start a unary call for `shard`; return a `wait()` for its reply (with failover)."""
+        server = self._routes.server(shard)
+        future = getattr(self._stubs[server], method).future(request, **self._kw(shard))
+        return lambda: self._routes.settle(
+            shard,
+            server,
+            future,
+            lambda srv: getattr(self._stubs[srv], method)(request, **self._kw(shard)),
+            attempts,
+        )
+
+    def _each_shard(self, method: str, request: Any) -> list[Any]:
+        """The same call on every shard at once; their replies in shard order."""
+        waits = [self._start(s, method, request) for s in range(self.num_shards)]
+        return [wait() for wait in waits]
 
     def _origin(self) -> ps_pb2.PushOrigin:
         return ps_pb2.PushOrigin(
@@ -133,7 +159,7 @@ class PSClient:
             req.base, req.base_rows, req.row_offset = part
         if initial_value is not None:
             req.initial_value.CopyFrom(encode_tensor(initial_value))
-        return bool(self._stubs[shard].CreateVariable(req, **self._kw()).created)
+        return bool(self._unary(shard, "CreateVariable", req).created)
 
     def create_table(
         self,
@@ -163,9 +189,7 @@ class PSClient:
             expected_rows=expected_rows,
             num_shards=self.num_shards,
         )
-        futures = [s.CreateTable.future(req, **self._kw()) for s in self._stubs]
-        created = [f.result().created for f in futures]  # wait for every shard
-        return any(created)
+        return any(r.created for r in self._each_shard("CreateTable", req))
 
     # ---------------------------------------------------------------- dense
 
@@ -178,17 +202,20 @@ class PSClient:
         allocation, which for tens of MiB saves the page faults of new memory.
         """
         if nbytes <= self.chunk_bytes:
-            reply = self._stubs[shard].PullDense(ps_pb2.PullDenseRequest(name=name), **self._kw())
-            value = decode_tensor(reply)
+            value = decode_tensor(
+                self._unary(shard, "PullDense", ps_pb2.PullDenseRequest(name=name))
+            )
             if out is None:
                 return value
             out[...] = value
             return out
-        return self._pull_stream(shard, name, out)
+        return self._routes.call(shard, lambda server: self._pull_stream(server, shard, name, out))
 
-    def _pull_stream(self, shard: int, name: str, out: np.ndarray | None = None) -> np.ndarray:
-        stream = self._pull_streams[shard](
-            ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw()
+    def _pull_stream(
+        self, server: int, shard: int, name: str, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        stream = self._pull_streams[server](
+            ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw(shard)
         )
         flat: np.ndarray | None = None
         filled = 0
@@ -215,51 +242,28 @@ class PSClient:
         """`pull_dense` in the background (a gRPC future when small, else a stream thread)."""
         if nbytes <= self.chunk_bytes and out is None:
             return PendingDense(
-                self._stubs[shard].PullDense.future(
-                    ps_pb2.PullDenseRequest(name=name), **self._kw()
-                ),
-                decode=True,
+                self._start(shard, "PullDense", ps_pb2.PullDenseRequest(name=name)), decode=True
             )
         return PendingDense(
-            self._pool.submit(self.pull_dense, shard, name, nbytes, out), decode=False
+            self._pool.submit(self.pull_dense, shard, name, nbytes, out).result, decode=False
         )
 
     def push_dense(self, shard: int, name: str, grad: np.ndarray) -> int:
         """Apply a gradient to a dense variable; return its new version (0 if a duplicate)."""
         origin = self._origin()
         grad = np.ascontiguousarray(grad)
-        for attempt in range(1, PUSH_ATTEMPTS + 1):
-            try:
-                if grad.nbytes <= self.chunk_bytes:
-                    req = ps_pb2.PushDenseRequest(
-                        name=name, grad=encode_tensor(grad), origin=origin
-                    )
-                    return int(self._stubs[shard].PushDenseGrad(req, **self._kw()).version)
-                return int(
-                    self._push_streams[shard](
-                        self._push_chunks(name, origin, grad), **self._kw()
-                    ).version
-                )
-            except grpc.RpcError as e:
-                if e.code() not in RETRYABLE or attempt == PUSH_ATTEMPTS:
-                    raise
-                time.sleep(0.1 * attempt)
-        raise AssertionError("unreachable")
-
-    def _push_chunks(
-        self, name: str, origin: ps_pb2.PushOrigin, grad: np.ndarray
-    ) -> Iterator[bytes]:
-        flat = grad.reshape(-1)
-        dtype = wire_dtype(flat.dtype)
-        if flat.dtype.str != dtype:
-            flat = flat.astype(dtype)
-        step = max(1, self.chunk_bytes // flat.dtype.itemsize)
-        for start in range(0, max(flat.size, 1), step):
-            piece = flat[start : start + step]
-            if start == 0:
-                yield chunks.encode_push_chunk(piece, 0, name, origin, dtype, grad.shape)
-            else:
-                yield chunks.encode_push_chunk(piece, start)
+        if grad.nbytes <= self.chunk_bytes:
+            req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad), origin=origin)
+            return int(self._unary(shard, "PushDenseGrad", req, PUSH_ATTEMPTS).version)
+        return int(
+            self._routes.call(
+                shard,
+                lambda server: self._push_streams[server](
+                    chunks.push_messages(name, origin, grad, self.chunk_bytes), **self._kw(shard)
+                ),
+                PUSH_ATTEMPTS,
+            ).version
+        )
 
     def push_dense_async(self, shard: int, name: str, grad: np.ndarray) -> Future[int]:
         """`push_dense` in the background."""
@@ -294,8 +298,8 @@ class PSClient:
         parts = [
             (
                 pos,
-                self._stubs[s].PullRows.future(
-                    ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])), **self._kw()
+                self._start(
+                    s, "PullRows", ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos]))
                 ),
             )
             for s, pos in self._row_groups(uniq, dim * out.dtype.itemsize)
@@ -316,7 +320,7 @@ class PSClient:
         else:
             uniq, summed = sharding.dedup_sum(ids, grads)
         origin = self._origin()
-        calls = []
+        waits = []
         row_bytes = summed[0].nbytes if len(summed) else 8
         for s, pos in self._row_groups(uniq, row_bytes):
             req = ps_pb2.PushRowsRequest(
@@ -325,9 +329,8 @@ class PSClient:
                 grads=encode_tensor(summed[pos]),
                 origin=origin,
             )
-            method = self._stubs[s].PushRowGrads
-            calls.append((method, req, method.future(req, **self._kw())))
-        return PendingPush(calls, self._kw())
+            waits.append(self._start(s, "PushRowGrads", req, PUSH_ATTEMPTS))
+        return PendingPush(waits)
 
     def push_rows(self, name: str, ids: np.ndarray, grads: np.ndarray) -> None:
         """Sum gradients of duplicate ids, then push each shard's rows concurrently."""
@@ -362,13 +365,11 @@ class PSClient:
         req = ps_pb2.SetHyperparamsRequest(
             names=list(names), params={k: float(v) for k, v in params.items()}
         )
-        futures = [s.SetHyperparams.future(req, **self._kw()) for s in self._stubs]
-        return sum(f.result().changed for f in futures)
+        return sum(r.changed for r in self._each_shard("SetHyperparams", req))
 
     def stats(self) -> list[ps_pb2.StatsResponse]:
         """Stats of every shard."""
-        futures = [s.Stats.future(ps_pb2.StatsRequest(), **self._kw()) for s in self._stubs]
-        return [f.result() for f in futures]
+        return self._each_shard("Stats", ps_pb2.StatsRequest())
 
     def save_checkpoint(self, name: str, step: int = 0, keep: int = 0) -> list[str]:
         """Save every shard under checkpoint `name`, then commit it; return the shard files.
@@ -377,16 +378,14 @@ class PSClient:
         deletes all but the newest `keep` committed checkpoints.
         """
         req = ps_pb2.CheckpointRequest(name=name, step=step, num_shards=self.num_shards, keep=keep)
-        futures = [s.SaveCheckpoint.future(req, **self._kw()) for s in self._stubs]
-        paths = [f.result().path for f in futures]
-        self._stubs[0].CommitCheckpoint(req, **self._kw())
+        paths = [r.path for r in self._each_shard("SaveCheckpoint", req)]
+        self._unary(0, "CommitCheckpoint", req)
         return paths
 
     def restore_checkpoint(self, name: str = "") -> list[str]:
         """Restore every shard from checkpoint `name` (default: the newest committed one)."""
         req = ps_pb2.CheckpointRequest(name=name, num_shards=self.num_shards)
-        futures = [s.RestoreCheckpoint.future(req, **self._kw()) for s in self._stubs]
-        return [f.result().path for f in futures]
+        return [r.path for r in self._each_shard("RestoreCheckpoint", req)]
 
 
 def is_unavailable(error: BaseException) -> bool:

@@ -4,40 +4,28 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import grpc
 import numpy as np
+from grpc_health.v1 import health_pb2
 
-from ps_runtime import checkpoint, chunks, rpc, taskenv
+from ps_runtime import chunks, rpc
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
-from ps_runtime.ps_stats import ServerStats, stats_response
-from ps_runtime.ps_store import ParameterStore, PartInfo, SpecMismatchError, make_spec
+from ps_runtime.ps_replica import ReplicaSet
+from ps_runtime.ps_service import FORWARD_TIMEOUT_S, ShardService, _call
+from ps_runtime.ps_stats import stats_response
+from ps_runtime.ps_store import ParameterStore, PartInfo, make_spec
 from ps_runtime.tables import Lifecycle
 from ps_runtime.wire import chunk_view, decode_tensor, encode_tensor
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_CHECKPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def _call(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
-    """Run `fn`, turning user-caused errors into gRPC status codes."""
-    try:
-        return fn()
-    except KeyError as e:
-        context.abort(grpc.StatusCode.NOT_FOUND, str(e.args[0] if e.args else e))
-    except SpecMismatchError as e:
-        context.abort(grpc.StatusCode.ALREADY_EXISTS, str(e))
-    except FileNotFoundError as e:
-        context.abort(grpc.StatusCode.NOT_FOUND, str(e))
-    except (ValueError, TypeError) as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-    raise AssertionError("unreachable")  # context.abort always raises
+# A replicated server's handlers wait for their forwards to be handled by peers, whose
+# handlers may be forwarding back: enough threads that forwarded updates always find one.
+REPLICATED_HANDLER_THREADS = 32
 
 
 def _ids(tensor: ps_pb2.Tensor) -> np.ndarray:
@@ -47,21 +35,14 @@ def _ids(tensor: ps_pb2.Tensor) -> np.ndarray:
     return ids.astype(np.int64, copy=False)
 
 
-class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
-    """Serves a ParameterStore; one instance per PS shard."""
-
-    def __init__(
-        self, store: ParameterStore, shard_index: int = 0, checkpoint_dir: str | None = None
-    ) -> None:
-        self.store = store
-        self.shard_index = shard_index
-        self.checkpoint_dir = checkpoint_dir
-        self.stats = ServerStats()
+class ParameterServerServicer(ShardService, ps_pb2_grpc.ParameterServerServicer):
+    """Serves the shards of one PS server (its own, plus those it backs up): the data
+    calls here, checkpoints and replicas' calls in `ShardService`."""
 
     # ------------------------------------------------------------- creation
 
     def CreateVariable(self, request: Any, context: grpc.ServicerContext) -> Any:
-        def run() -> Any:
+        def run(store: ParameterStore) -> Any:
             spec = make_spec(
                 "dense",
                 tuple(request.shape),
@@ -80,14 +61,14 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
                 else None
             )
             return ps_pb2.CreateResponse(
-                created=self.store.create_dense(request.name, spec, initial, part)
+                created=store.create_dense(request.name, spec, initial, part)
             )
 
         self.stats.request(bytes_in=len(request.initial_value.data))
-        return _call(context, run)
+        return self._update(context, run, "CreateVariable", request, ps_pb2.CreateResponse())
 
     def CreateTable(self, request: Any, context: grpc.ServicerContext) -> Any:
-        def run() -> Any:
+        def run(store: ParameterStore) -> Any:
             spec = make_spec(
                 "table",
                 (request.dim,),
@@ -102,49 +83,57 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
                 raise ValueError("lifecycle settings must be >= 0 (0 turns one off)")
             lifecycle = Lifecycle(int(lc.admit_after), int(lc.evict_after_steps), int(lc.max_rows))
             return ps_pb2.CreateResponse(
-                created=self.store.create_table(
+                created=store.create_table(
                     request.name, spec, lifecycle, int(request.expected_rows)
                 )
             )
 
         self.stats.request()
-        return _call(context, run)
+        return self._update(context, run, "CreateTable", request, ps_pb2.CreateResponse())
 
     # ---------------------------------------------------------------- dense
 
-    def _apply_once(self, origin: Any, key: str, apply: Callable[[], int]) -> Any:
+    def _apply_once(
+        self, store: ParameterStore, origin: Any, key: str, apply: Callable[[], int]
+    ) -> Any:
         """Apply a push unless its origin was applied before."""
         args = (origin.worker, origin.incarnation, origin.sequence, key)
-        if not self.store.push_log.first_time(*args):
+        if not store.push_log.first_time(*args):
             return ps_pb2.PushResponse(duplicate=True)
         started = time.perf_counter()
         try:
             version = apply()
         except BaseException:
-            self.store.push_log.forget(*args)
+            store.push_log.forget(*args)
             raise
         self.stats.update(time.perf_counter() - started)
         return ps_pb2.PushResponse(version=version)
 
     def PullDense(self, request: Any, context: grpc.ServicerContext) -> Any:
-        reply = _call(context, lambda: encode_tensor(self.store.dense(request.name).pull()))
+        store = self._store(context)
+        reply = _call(context, lambda: encode_tensor(store.dense(request.name).pull()))
         self.stats.request(bytes_out=len(reply.data))
         return reply
 
     def PushDenseGrad(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request(bytes_in=len(request.grad.data))
-        return _call(
+        return self._update(
             context,
-            lambda: self._apply_once(
+            lambda store: self._apply_once(
+                store,
                 request.origin,
                 request.name,
-                lambda: self.store.dense(request.name).push(decode_tensor(request.grad)),
+                lambda: store.dense(request.name).push(decode_tensor(request.grad)),
             ),
+            "PushDenseGrad",
+            request,
+            ps_pb2.PushResponse(),
         )
 
     def PullDenseStream(self, request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
         """Serialized TensorChunks (see `chunks`): one copy from the live array per chunk."""
-        var = _call(context, lambda: self.store.dense(request.name))
+        store = self._store(context)
+        var = _call(context, lambda: store.dense(request.name))
         chunk_bytes = int(request.chunk_bytes) or rpc.DEFAULT_CHUNK_BYTES
         if not 0 < chunk_bytes <= rpc.MAX_MESSAGE_BYTES // 2:
             context.abort(
@@ -172,21 +161,22 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
         Applying while later chunks are still on the wire overlaps the update with the
         transfer. The push's origin is recorded first, so a retransmitted stream is
         ignored: if a stream breaks midway, the chunks received so far stay applied
-        and no element is ever updated twice by the same push.
+        and no element is ever updated twice by the same push. With replication the
+        whole push is received first, then applied and forwarded.
         """
         first = next(request_iterator, None)
         if first is None:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty push stream")
         assert first is not None
-        var = _call(context, lambda: self.store.dense(first.name))
         origin = (first.origin.worker, first.origin.incarnation, first.origin.sequence, first.name)
+        messages: Iterable[chunks.PushChunk] = itertools.chain([first], request_iterator)
         received = 0
 
-        def apply() -> Any:
+        def apply(store: ParameterStore) -> Any:
             nonlocal received
+            var = store.dense(first.name)
             size, dtype = var.values.size, var.values.dtype
-            messages = itertools.chain([first], request_iterator)
-            if not self.store.push_log.first_time(*origin):
+            if not store.push_log.first_time(*origin):
                 for m in messages:  # drain the retransmission
                     received += len(m.chunk.data)
                 return ps_pb2.PushResponse(duplicate=True)
@@ -200,6 +190,7 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
                 received += len(m.chunk.data)
                 covered += len(piece)
             if covered != size:
+                store.push_log.forget(*origin)
                 raise ValueError(
                     f"push stream for {first.name!r} carried {covered} of its {size} elements"
                 )
@@ -207,104 +198,78 @@ class ParameterServerServicer(ps_pb2_grpc.ParameterServerServicer):
             return ps_pb2.PushResponse(version=step)
 
         try:
-            return _call(context, apply)
+            if not self.replicas.replication:
+                store = self._store(context)
+                return _call(context, lambda: apply(store))
+            messages = kept = list(messages)
+
+            def forward(server: int, metadata: Any, grace: float) -> Any:
+                encoded = (
+                    chunks.encode_push_chunk(
+                        np.frombuffer(m.chunk.data, np.uint8),
+                        int(m.chunk.offset),
+                        *((m.name, m.origin, m.chunk.dtype, m.chunk.shape) if i == 0 else ()),
+                    )
+                    for i, m in enumerate(kept)
+                )
+                return self.replicas.push_stream(server).future(
+                    encoded,
+                    metadata=metadata,
+                    timeout=grace or FORWARD_TIMEOUT_S,
+                    wait_for_ready=bool(grace),
+                )
+
+            return _call(
+                context,
+                lambda: self.replicas.update(context, apply, forward, ps_pb2.PushResponse()),
+            )
         finally:
             self.stats.request(bytes_in=received)
 
     # ---------------------------------------------------------------- tables
 
     def PullRows(self, request: Any, context: grpc.ServicerContext) -> Any:
+        store = self._store(context)
         reply = _call(
-            context, lambda: encode_tensor(self.store.table(request.name).pull(_ids(request.ids)))
+            context, lambda: encode_tensor(store.table(request.name).pull(_ids(request.ids)))
         )
         self.stats.request(bytes_in=len(request.ids.data), bytes_out=len(reply.data))
         return reply
 
     def PushRowGrads(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request(bytes_in=len(request.ids.data) + len(request.grads.data))
-        return _call(
+        return self._update(
             context,
-            lambda: self._apply_once(
+            lambda store: self._apply_once(
+                store,
                 request.origin,
                 request.name,
-                lambda: self.store.table(request.name).push(
+                lambda: store.table(request.name).push(
                     _ids(request.ids), decode_tensor(request.grads)
                 ),
             ),
+            "PushRowGrads",
+            request,
+            ps_pb2.PushResponse(),
         )
 
     # ------------------------------------------------------------ management
 
     def SetHyperparams(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request()
-        return _call(
+        return self._update(
             context,
-            lambda: ps_pb2.SetHyperparamsResponse(
-                changed=self.store.set_hyperparams(list(request.names), dict(request.params))
+            lambda store: ps_pb2.SetHyperparamsResponse(
+                changed=store.set_hyperparams(list(request.names), dict(request.params))
             ),
+            "SetHyperparams",
+            request,
+            ps_pb2.SetHyperparamsResponse(),
         )
 
     def Stats(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return stats_response(self.store, self.stats, self.shard_index)
-
-    def _checkpoint_root(self, context: grpc.ServicerContext) -> str:
-        if not self.checkpoint_dir:
-            context.abort(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "this PS has no checkpoint directory; start it with "
-                f"{taskenv.CHECKPOINT_DIR.name} (or launch --checkpoint-dir)",
-            )
-        return str(self.checkpoint_dir)
-
-    def _checkpoint_path(self, name: str, context: grpc.ServicerContext) -> str:
-        root = self._checkpoint_root(context)
-        if not _CHECKPOINT_NAME.match(name):
-            context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"checkpoint name {name!r} must match {_CHECKPOINT_NAME.pattern}",
-            )
-        return os.path.join(root, name)
-
-    def _num_shards(self, request: Any) -> int:
-        return int(request.num_shards) or 1
-
-    def SaveCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
-        directory = self._checkpoint_path(request.name, context)
-        path, count = checkpoint.save_shard(
-            self.store, directory, self.shard_index, self._num_shards(request), int(request.step)
-        )
-        log.info("saved %d variables to %s", count, path)
-        return ps_pb2.CheckpointResponse(path=path, variables=count)
-
-    def CommitCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
-        directory = self._checkpoint_path(request.name, context)
-        path = _call(
-            context,
-            lambda: checkpoint.commit(
-                directory, int(request.step), self._num_shards(request), int(request.keep)
-            ),
-        )
-        return ps_pb2.CheckpointResponse(path=path)
-
-    def RestoreCheckpoint(self, request: Any, context: grpc.ServicerContext) -> Any:
-        if request.name:
-            directory = self._checkpoint_path(request.name, context)
-        else:
-            found = checkpoint.latest(self._checkpoint_root(context))
-            if found is None:
-                context.abort(
-                    grpc.StatusCode.NOT_FOUND,
-                    f"no committed checkpoint under {self.checkpoint_dir}",
-                )
-            directory = str(found)
-        count = _call(
-            context,
-            lambda: checkpoint.restore_shard(
-                self.store, directory, self.shard_index, self._num_shards(request)
-            ),
-        )
-        log.info("restored %d variables from %s", count, directory)
-        return ps_pb2.CheckpointResponse(path=directory, variables=count)
+        shard = self.replicas.shard_of(context)
+        return stats_response(shard.store, self.stats, shard.index)
 
 
 class _Captured:
@@ -350,17 +315,42 @@ def create_ps_server(
     checkpoint_dir: str | None = None,
     max_workers: int = 3,
     tls: rpc.TLSFiles | None = None,
+    addresses: Sequence[str] = (),
+    replication: int = 0,
+    rejoin: bool = False,
 ) -> tuple[grpc.Server, int]:
-    """Start a PS shard on `address` (port 0 picks a free one); return (server, port).
+    """Start PS server `shard_index` on `address` (port 0 picks a free one); return
+    (server, port).
 
     A few handler threads are enough: they share one GIL, and more of them only add
     lock hand-offs (3 instead of 8 gave the `embed` benchmark about 10 % more steps).
+    With `replication` (and every server's `addresses`), the server holds its shard and
+    backs up the ones before it; it copies them from a live replica before it reports
+    SERVING, and with `rejoin` (a replacement) it fails when no replica has them. Its
+    handlers then wait on each other's forwards, so it gets more threads; at most
+    `max_workers` client updates run at once.
     """
     rpc.tune_allocator()
+    if replication:
+        replicas = ReplicaSet(shard_index, tuple(addresses), replication, token, max_workers)
+        max_workers = REPLICATED_HANDLER_THREADS
+    else:
+        replicas = ReplicaSet.alone(shard_index, token)
     server = rpc.create_grpc_server(token, max_workers=max_workers)
-    servicer = ParameterServerServicer(ParameterStore(), shard_index, checkpoint_dir)
+    servicer = ParameterServerServicer(replicas, checkpoint_dir)
     add_servicer(servicer, server)
-    rpc.add_health_service(server)
+    health = rpc.add_health_service(server)
     port = rpc.bind(server, address, tls)
+    if replication:
+        for shard in replicas.shards.values():
+            shard.syncing = True  # refuse clients until copied
+        health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     server.start()
+    if replication:
+        try:
+            replicas.rejoin(replacement=rejoin)
+        except BaseException:
+            server.stop(0)
+            raise
+        health.set("", health_pb2.HealthCheckResponse.SERVING)
     return server, port

@@ -6,6 +6,7 @@ Checkpoints of a store are written and read by `ps_runtime.checkpoint`.
 from __future__ import annotations
 
 import collections
+import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -228,6 +229,19 @@ class PushLog:
             if len(order) > self.WINDOW:
                 seen.discard(order.popleft())
             return True
+
+    def dump(self) -> str:
+        """The remembered origins as JSON (a replica's copy carries them)."""
+        with self._lock:
+            return json.dumps(
+                [[w, inc, [list(t) for t in order]] for (w, inc), (_, order) in self._seen.items()]
+            )
+
+    def load(self, text: str) -> None:
+        """Remember the origins of a `dump`, in addition to those known already."""
+        for worker, incarnation, tags in json.loads(text):
+            for sequence, key in tags:
+                self.first_time(str(worker), int(incarnation), int(sequence), str(key))
 
     def forget(self, worker: str, incarnation: int, sequence: int, key: str) -> None:
         """Undo `first_time` after the push failed, so a retry applies."""

@@ -20,6 +20,11 @@ GRPC_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
+    # Reconnect soon to a server that was down: a replacement PS is back within a second
+    # or two, and calls fail at once while the channel waits out its backoff.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 AUTH_HEADER = "authorization"
 

@@ -51,7 +51,9 @@ class ParameterServerStrategy:
         self.cluster_resolver = cluster_resolver
         self.default_optimizer = optimizer or SGD()
         self.partitioner = variable_partitioner or sharding.min_size_partitioner()
-        self.ps_client = PSClient(cluster_resolver.ps, cluster_resolver.token)
+        self.ps_client = PSClient(
+            cluster_resolver.ps, cluster_resolver.token, replication=cluster_resolver.replication
+        )
         self._lock = threading.Lock()  # guards the per-shard byte counts
         self._loads = [0] * self.ps_client.num_shards
 

@@ -62,11 +62,15 @@ def _create_server(env: TaskEnvironment, bind: str) -> tuple[Any, int]:
     from ps_runtime.worker_server import create_worker_server
 
     if env.role == Role.PS:
+        cluster = env.cluster
         return create_ps_server(
             bind,
             token=env.job_token,
             shard_index=env.index,
             checkpoint_dir=env.checkpoint_dir,
+            addresses=cluster.ps if cluster else (),
+            replication=cluster.replication if cluster else 0,
+            rejoin=taskenv.PS_REJOIN.read() == "1",
         )
     return create_worker_server(bind, token=env.job_token)
 
@@ -80,7 +84,9 @@ def run_coordinator(env: TaskEnvironment) -> int:
     kwargs = dict(env.args)
     # Terminated at once, unless the entrypoint opts in to saving a checkpoint first.
     stop_request.install()
-    resolver = ClusterResolver(env.cluster.ps, env.cluster.worker, env.job_token)
+    resolver = ClusterResolver(
+        env.cluster.ps, env.cluster.worker, env.job_token, env.cluster.replication
+    )
     resolver.wait_until_healthy(timeout=env.startup_timeout)
     log.info("cluster ready: %s; calling %s(**%s)", resolver, env.entrypoint, kwargs)
     fn = resolve_function(env.entrypoint)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from ps_runtime.replicas import check_replication
+
 T = TypeVar("T")
 
 # Exit codes of a coordinator task: the job's outcome (docs/protocol.md §2).
@@ -53,9 +55,13 @@ class ClusterSpec:
 
     ps: tuple[str, ...] = ()
     worker: tuple[str, ...] = ()
+    replication: int = 0  # backups per PS shard (0 to 2), see ps_runtime.replicas
 
     def to_json(self) -> str:
-        return json.dumps({"ps": list(self.ps), "worker": list(self.worker)})
+        data: dict[str, Any] = {"ps": list(self.ps), "worker": list(self.worker)}
+        if self.replication:
+            data["replication"] = self.replication
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str, name: str = "TRAINHUB_CLUSTER") -> ClusterSpec:
@@ -68,7 +74,15 @@ class ClusterSpec:
             raise TaskEnvError(
                 f'{name} must be a JSON object like {{"ps": [...], "worker": [...]}}'
             )
-        return cls(ps=_addresses(data, "ps", name), worker=_addresses(data, "worker", name))
+        replication = data.get("replication", 0)
+        if not isinstance(replication, int) or isinstance(replication, bool):
+            raise TaskEnvError(f"{name}: 'replication' must be an integer, got {replication!r}")
+        ps = _addresses(data, "ps", name)
+        try:
+            check_replication(len(ps), replication)
+        except ValueError as e:
+            raise TaskEnvError(f"{name}: {e}") from None
+        return cls(ps=ps, worker=_addresses(data, "worker", name), replication=replication)
 
 
 def _addresses(data: Mapping[str, Any], key: str, name: str) -> tuple[str, ...]:
@@ -186,6 +200,9 @@ CLUSTER = Variable("TRAINHUB_CLUSTER", _cluster, ClusterSpec.to_json)
 # Set by the agent: a file holding the job's current cluster, rewritten when it changes.
 CLUSTER_FILE = Variable("TRAINHUB_CLUSTER_FILE", _text)
 BIND = Variable("TRAINHUB_BIND", _address)
+# "1" on a PS that replaces one that stopped: it must copy its shards from a live
+# replica (it fails when none has them) instead of starting empty.
+PS_REJOIN = Variable("TRAINHUB_PS_REJOIN", _text)
 JOB_TOKEN = Variable("TRAINHUB_JOB_TOKEN", _text)
 # Optional PEM files, passed through from the agent's own environment.
 TLS_CERT = Variable("TRAINHUB_TLS_CERT", _text)

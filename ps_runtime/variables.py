@@ -117,6 +117,7 @@ class Variable:
             "dtype": self.dtype.str,
             "parts": self.parts,
             "ps": list(self.client.addresses),
+            "replication": self.client.replication,
         }
 
 
@@ -176,6 +177,7 @@ class EmbeddingTable:
             "dtype": self.dtype.str,
             "accumulate_steps": self.accumulate_steps,
             "ps": list(self.client.addresses),
+            "replication": self.client.replication,
         }
 
 

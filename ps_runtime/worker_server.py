@@ -24,21 +24,21 @@ class WorkerServicer(ps_pb2_grpc.WorkerServicer):
     def __init__(self, token: str) -> None:
         self._token = token
         self._lock = threading.Lock()  # guards _clients
-        self._clients: dict[tuple[str, ...], PSClient] = {}
+        self._clients: dict[tuple[tuple[str, ...], int], PSClient] = {}
 
-    def ps_client(self, addresses: list[str]) -> PSClient:
+    def ps_client(self, addresses: list[str], replication: int = 0) -> PSClient:
         """This worker's client for a PS cluster (one per distinct address list)."""
-        key = tuple(addresses)
+        key = (tuple(addresses), replication)
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                client = self._clients[key] = PSClient(key, self._token)
+                client = self._clients[key] = PSClient(key[0], self._token, replication=replication)
             return client
 
     def _resolve_handle(self, data: dict[str, Any]) -> Any:
         if data.get("kind") == "per_worker":
             return closures.resolve_per_worker(data)
-        return handle_from_wire(data, self.ps_client(data["ps"]))
+        return handle_from_wire(data, self.ps_client(data["ps"], int(data.get("replication", 0))))
 
     def RunClosure(self, request: Any, context: grpc.ServicerContext) -> Any:
         try:

@@ -261,6 +261,34 @@ class CheckpointResponse(_message.Message):
     variables: int
     def __init__(self, path: _Optional[str] = ..., variables: _Optional[int] = ...) -> None: ...
 
+class JoinRequest(_message.Message):
+    __slots__ = ("shard", "server")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    server: int
+    def __init__(self, shard: _Optional[int] = ..., server: _Optional[int] = ...) -> None: ...
+
+class JoinResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CopyShardRequest(_message.Message):
+    __slots__ = ("shard", "server")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    server: int
+    def __init__(self, shard: _Optional[int] = ..., server: _Optional[int] = ...) -> None: ...
+
+class ShardPiece(_message.Message):
+    __slots__ = ("data", "push_log")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PUSH_LOG_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    push_log: str
+    def __init__(self, data: _Optional[bytes] = ..., push_log: _Optional[str] = ...) -> None: ...
+
 class RunClosureRequest(_message.Message):
     __slots__ = ("function", "args_json", "tensors")
     FUNCTION_FIELD_NUMBER: _ClassVar[int]

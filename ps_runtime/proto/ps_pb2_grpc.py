@@ -99,6 +99,16 @@ class ParameterServerStub:
                 request_serializer=ps__pb2.CheckpointRequest.SerializeToString,
                 response_deserializer=ps__pb2.CheckpointResponse.FromString,
                 _registered_method=True)
+        self.CopyShard = channel.unary_stream(
+                '/trainhub.ps.ParameterServer/CopyShard',
+                request_serializer=ps__pb2.CopyShardRequest.SerializeToString,
+                response_deserializer=ps__pb2.ShardPiece.FromString,
+                _registered_method=True)
+        self.Join = channel.unary_unary(
+                '/trainhub.ps.ParameterServer/Join',
+                request_serializer=ps__pb2.JoinRequest.SerializeToString,
+                response_deserializer=ps__pb2.JoinResponse.FromString,
+                _registered_method=True)
 
 
 class ParameterServerServicer:
@@ -184,6 +194,19 @@ class ParameterServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CopyShard(self, request, context):
+        """Replication: a replacement copies a shard from a live replica, then says it is synced.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Join(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ParameterServerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +274,16 @@ def add_ParameterServerServicer_to_server(servicer, server):
                     servicer.RestoreCheckpoint,
                     request_deserializer=ps__pb2.CheckpointRequest.FromString,
                     response_serializer=ps__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'CopyShard': grpc.unary_stream_rpc_method_handler(
+                    servicer.CopyShard,
+                    request_deserializer=ps__pb2.CopyShardRequest.FromString,
+                    response_serializer=ps__pb2.ShardPiece.SerializeToString,
+            ),
+            'Join': grpc.unary_unary_rpc_method_handler(
+                    servicer.Join,
+                    request_deserializer=ps__pb2.JoinRequest.FromString,
+                    response_serializer=ps__pb2.JoinResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -604,6 +637,60 @@ class ParameterServer:
             '/trainhub.ps.ParameterServer/RestoreCheckpoint',
             ps__pb2.CheckpointRequest.SerializeToString,
             ps__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyShard(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/trainhub.ps.ParameterServer/CopyShard',
+            ps__pb2.CopyShardRequest.SerializeToString,
+            ps__pb2.ShardPiece.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Join(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trainhub.ps.ParameterServer/Join',
+            ps__pb2.JoinRequest.SerializeToString,
+            ps__pb2.JoinResponse.FromString,
             options,
             channel_credentials,
             insecure,

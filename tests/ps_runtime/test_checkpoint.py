@@ -140,7 +140,7 @@ def test_sigkill_during_save_leaves_previous_checkpoint_loadable(tmp_path: Path)
         s.save_checkpoint("ckpt-1", step=1)
         v.push_gradient(np.full((64, 1 << 20), 100.0, np.float32))  # 1 - 0.01 * 100 = 0
         future = s.ps_client._stubs[0].SaveCheckpoint.future(
-            checkpoint_request("ckpt-2", 2), metadata=s.ps_client._kw()["metadata"]
+            checkpoint_request("ckpt-2", 2), metadata=s.ps_client._kw(0)["metadata"]
         )
         deadline = time.monotonic() + 30
         while not any(".tmp-" in f for _, _, fs in os.walk(tmp_path) for f in fs):

@@ -1,0 +1,382 @@
+"""The shards one PS server holds, and how their replicas stay in step.
+
+A server holds its own shard and backs up the `replication` shards before it (see
+`replicas`). Updates it takes from a client it applies, then forwards to the shard's
+other live replicas before it answers; forwarded updates it only applies. A replica that
+stops answering is dropped from the forwarding set; it comes back only by rejoining:
+
+1. the replacement marks its shards *syncing*: it refuses clients (UNAVAILABLE, so they
+   use another replica) and keeps the updates it is forwarded for later;
+2. it asks a live replica for a copy (CopyShard). That source first adds it as a
+   *joiner*, then takes the copy with no update half-applied. From then on the source
+   forwards it every update it applies, also those it was itself forwarded;
+3. it loads the copy (values, optimizer slots and the push log), replays what it kept
+   (the push log skips what the copy already holds) and starts serving;
+4. it tells the other replicas it has joined, the source last. A replica that gets
+   Join first lets its updates in flight reach the source, so none of them misses the
+   replacement.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from ps_runtime import checkpoint, rpc
+from ps_runtime.proto import ps_pb2, ps_pb2_grpc
+from ps_runtime.ps_store import ParameterStore
+from ps_runtime.replicas import (
+    FORWARDED_KEY,
+    SHARD_KEY,
+    Replicas,
+    metadata_value,
+    shard_metadata,
+)
+
+log = logging.getLogger(__name__)
+
+COPY_PIECE_BYTES = 1 << 20
+REJOIN_TIMEOUT_S = 30.0
+# A peer that refuses a forward at once (its channel may still be waiting out a
+# reconnect backoff) is given this long to take it before it counts as down.
+PEER_GRACE_S = 0.5
+# How a server forwards an update: (peer server, metadata, grace) -> a future of its
+# answer; a grace > 0 asks for wait_for_ready with that deadline.
+Forward = Callable[[int, tuple[tuple[str, str], ...], float], "Future[Any]"]
+Apply = Callable[[ParameterStore], Any]
+
+
+class Gate:
+    """Counts updates in progress; `quiet()` waits them out and holds new ones meanwhile."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._closed = False
+
+    @contextmanager
+    def update(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy -= 1
+                if not self._busy:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._closed = True
+            while self._busy:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
+@dataclass
+class Shard:
+    """One shard held here, with the replicas updates are forwarded to."""
+
+    index: int
+    store: ParameterStore = field(default_factory=ParameterStore)
+    syncing: bool = False
+    kept: list[Apply] = field(default_factory=list)  # forwarded while syncing
+    live: set[int] = field(default_factory=set)  # full replicas
+    joining: set[int] = field(default_factory=set)  # copying from here, not joined yet
+    lock: threading.Lock = field(default_factory=threading.Lock)  # the fields above
+    applying: Gate = field(default_factory=Gate)  # local applies (quiet for a copy)
+    routing: Gate = field(default_factory=Gate)  # client updates being forwarded
+
+
+class ReplicaSet:
+    """The shards of server `index` among `addresses`, and its channels to the others."""
+
+    def __init__(
+        self,
+        index: int,
+        addresses: tuple[str, ...],
+        replication: int,
+        token: str,
+        client_updates: int = 3,
+    ) -> None:
+        self.index = index
+        self.addresses = addresses
+        self.replicas = Replicas(len(addresses), replication)
+        self._metadata = rpc.auth_metadata(token)
+        self.shards: dict[int, Shard] = {}
+        for s in self.replicas.hosted(index):
+            peers = set(self.replicas.chain(s)) - {index}
+            self.shards[s] = Shard(s, live=peers)
+        self._channels: dict[int, grpc.Channel] = {}
+        self._stubs: dict[int, Any] = {}
+        self._streams: dict[int, Any] = {}
+        self._lock = threading.Lock()  # guards _channels, _stubs and _streams
+        # Client updates applied and forwarded at once; the other handler threads stay
+        # free for the updates peers forward here.
+        self._client_updates = threading.BoundedSemaphore(client_updates)
+
+    @classmethod
+    def alone(cls, index: int, token: str) -> ReplicaSet:
+        """A server without replicas: it holds shard `index` only."""
+        return cls(index, ("",) * (index + 1), 0, token)
+
+    @property
+    def replication(self) -> int:
+        return self.replicas.replication
+
+    def stub(self, server: int) -> Any:
+        """The generated stub for another server of the job."""
+        with self._lock:
+            stub = self._stubs.get(server)
+            if stub is None:
+                channel = self._channels[server] = rpc.create_channel(self.addresses[server])
+                stub = self._stubs[server] = ps_pb2_grpc.ParameterServerStub(channel)  # type: ignore[no-untyped-call]
+                self._streams[server] = channel.stream_unary(
+                    "/trainhub.ps.ParameterServer/PushDenseStream",
+                    request_serializer=None,  # chunks are serialized already
+                    response_deserializer=ps_pb2.PushResponse.FromString,
+                )
+            return stub
+
+    def reconnect(self, server: int) -> None:
+        """Open a new channel to `server` (back from the dead): the old one may be
+        waiting out a reconnect backoff of up to a second. The old channel is not closed,
+        which would cancel the calls still on it; it goes when they are done."""
+        with self._lock:
+            self._channels.pop(server, None)
+            self._stubs.pop(server, None)
+            self._streams.pop(server, None)
+
+    def push_stream(self, server: int) -> Any:
+        """PushDenseStream to another server, taking serialized chunks."""
+        self.stub(server)
+        with self._lock:
+            return self._streams[server]
+
+    def metadata(self, shard: int, forwarded: bool = True) -> tuple[tuple[str, str], ...]:
+        extra = ((FORWARDED_KEY, "1"),) if forwarded else ()
+        return self._metadata + shard_metadata(shard) + extra
+
+    # ------------------------------------------------------------ serving
+
+    def shard_of(self, context: grpc.ServicerContext) -> Shard:
+        """The shard a call is for (this server's own when the call names none)."""
+        text = metadata_value(context, SHARD_KEY)
+        index = self.index if text is None else int(text) if text.isdigit() else -1
+        shard = self.shards.get(index)
+        if shard is None:
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"parameter server {self.index} does not hold shard {text}; it holds "
+                f"{sorted(self.shards)}",
+            )
+        assert shard is not None
+        return shard
+
+    def for_client(self, shard: Shard, context: grpc.ServicerContext) -> None:
+        """Refuse a client's call while the shard is still being copied here."""
+        if shard.syncing:
+            context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"shard {shard.index} is being copied to parameter server {self.index}; "
+                "its other replicas answer meanwhile",
+            )
+
+    def update(
+        self, context: grpc.ServicerContext, apply: Apply, forward: Forward, empty: Any
+    ) -> Any:
+        """Apply an update here and on the shard's other replicas; return the local answer.
+
+        A forwarded update is applied only (kept for later while syncing), and passed on
+        only to joiners, which may not get it from its first sender.
+        """
+        shard = self.shard_of(context)
+        if metadata_value(context, FORWARDED_KEY) == "1":
+            with shard.lock:
+                if shard.syncing:
+                    shard.kept.append(apply)
+                    return empty
+            with shard.applying.update():
+                answer = apply(shard.store)
+            with shard.lock:
+                joiners = set(shard.joining)
+            self._forward(shard, joiners, forward)
+            return answer
+        self.for_client(shard, context)
+        with self._client_updates, shard.routing.update():
+            with shard.applying.update():
+                answer = apply(shard.store)
+            with shard.lock:  # read after applying: a joiner added since gets it
+                targets = shard.live | shard.joining
+            self._forward(shard, targets, forward)
+        return answer
+
+    def _forward(self, shard: Shard, targets: set[int], forward: Forward) -> None:
+        metadata = self.metadata(shard.index)
+        calls = [(t, forward(t, metadata, 0.0)) for t in sorted(targets)]
+        for target, call in calls:
+            try:
+                try:
+                    call.result()
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    forward(target, metadata, PEER_GRACE_S).result()
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    log.warning(
+                        "shard %d: replica %d does not answer; updates go on without it "
+                        "until it rejoins",
+                        shard.index,
+                        target,
+                    )
+                    with shard.lock:
+                        shard.live.discard(target)
+                        shard.joining.discard(target)
+                else:
+                    log.error("shard %d: replica %d refused an update: %s", shard.index, target, e)
+
+    # ------------------------------------------------------------ rejoining
+
+    def copy_out(self, shard: Shard, joiner: int) -> Iterator[ps_pb2.ShardPiece]:
+        """A consistent copy of `shard` for `joiner`, forwarded every later update."""
+        self.reconnect(joiner)
+        with shard.lock:
+            shard.live.discard(joiner)
+            shard.joining.add(joiner)
+        buffer = io.BytesIO()
+        with shard.applying.quiet():
+            checkpoint.write_shard(shard.store, buffer, shard.index, self.replicas.servers, step=0)
+            push_log = shard.store.push_log.dump()
+        data = buffer.getbuffer()
+        for start in range(0, len(data), COPY_PIECE_BYTES):
+            yield ps_pb2.ShardPiece(data=bytes(data[start : start + COPY_PIECE_BYTES]))
+        yield ps_pb2.ShardPiece(push_log=push_log)
+
+    def joined(self, shard: Shard, server: int) -> None:
+        """`server` holds the whole shard: forward it updates as to any replica."""
+        with shard.lock:
+            back = server not in shard.live and server not in shard.joining
+        if back:
+            self.reconnect(server)
+        with shard.routing.quiet():  # updates in flight reach the source first
+            with shard.lock:
+                shard.joining.discard(server)
+                shard.live.add(server)
+
+    def rejoin(self, replacement: bool, timeout: float = REJOIN_TIMEOUT_S) -> None:
+        """Copy every shard held here from a live replica (step 2 to 4 of the module doc).
+
+        A first start finds no replica with anything and starts empty. A replacement
+        that finds none within `timeout` raises: its shards' updates are lost, and only
+        a restart from a checkpoint can bring them back.
+        """
+        for shard in self.shards.values():
+            shard.syncing = True
+        deadline = time.monotonic() + timeout
+        pending = list(self.shards.values())
+        while pending:
+            for shard in list(pending):
+                source = self._copy_in(shard)
+                if source is not None:
+                    self._announce(shard, source)
+                elif not replacement:
+                    self._serve(shard)
+                else:
+                    continue
+                pending.remove(shard)
+            if pending:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"parameter server {self.index}: no live replica of shards "
+                        f"{[s.index for s in pending]} to copy from within {timeout:.0f}s"
+                    )
+                time.sleep(0.2)
+
+    def _copy_in(self, shard: Shard) -> int | None:
+        for source in self.replicas.chain(shard.index):
+            if source == self.index:
+                continue
+            request = ps_pb2.CopyShardRequest(shard=shard.index, server=self.index)
+            try:
+                pieces = self.stub(source).CopyShard(
+                    request, metadata=self.metadata(shard.index, forwarded=False), timeout=60
+                )
+                data, push_log = bytearray(), ""
+                for piece in pieces:
+                    data += piece.data
+                    push_log = piece.push_log or push_log
+            except grpc.RpcError as e:
+                log.info("shard %d: no copy from server %d (%s)", shard.index, source, e.code())
+                continue
+            with shard.lock:
+                count = checkpoint.restore_copy(
+                    shard.store, io.BytesIO(bytes(data)), shard.index, self.replicas.servers
+                )
+                shard.store.push_log.load(push_log)
+            kept = self._serve(shard)
+            log.info(
+                "shard %d: copied %d variables (%d bytes) from server %d, then %d updates",
+                shard.index,
+                count,
+                len(data),
+                source,
+                kept,
+            )
+            return source
+        return None
+
+    def _serve(self, shard: Shard) -> int:
+        """Apply what was forwarded while syncing and start serving; return how many."""
+        with shard.lock:
+            kept = len(shard.kept)
+            for apply in shard.kept:
+                try:
+                    apply(shard.store)
+                except Exception as e:  # the replica that sent it applied it alike
+                    log.error("shard %d: a forwarded update failed here: %s", shard.index, e)
+            shard.kept.clear()
+            shard.syncing = False
+        return kept
+
+    def _announce(self, shard: Shard, source: int | None) -> None:
+        if source is None:
+            return
+        others = [p for p in self.replicas.chain(shard.index) if p not in (self.index, source)]
+        for peer in [*others, source]:
+            try:
+                self.stub(peer).Join(
+                    ps_pb2.JoinRequest(shard=shard.index, server=self.index),
+                    metadata=self.metadata(shard.index, forwarded=False),
+                    timeout=10,
+                    wait_for_ready=True,  # not refused while the channel reconnects
+                )
+            except grpc.RpcError as e:
+                # Down, or restarting: a forward that fails drops it, and it comes
+                # back by copying the shard and joining like this server did.
+                log.warning(
+                    "shard %d: server %d did not take the join: %s", shard.index, peer, e.code()
+                )
+            else:
+                with shard.lock:
+                    shard.live.add(peer)
