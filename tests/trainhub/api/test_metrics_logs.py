@@ -118,6 +118,25 @@ def test_name_series_and_a_step_range(job: Job, django_assert_max_num_queries: A
     assert all(b["count"] == 1 for b in body["series"]["loss"])
 
 
+def test_a_metric_name_over_the_limit_is_refused_as_the_schema_says(job: Job) -> None:
+    client = _as("alice")
+    url = f"/api/v1/jobs/{job.pk}/metrics/"
+    refused = client.get(url, {"series": "loss," + "x" * 101})
+    assert refused.status_code == 400
+    assert refused.json() == {"series": ["Metric names have at most 100 characters."]}
+    assert client.get(url, {"series": "loss," + "x" * 100}).status_code == 200
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    params = schema["paths"]["/api/v1/jobs/{id}/metrics/"]["get"]["parameters"]
+    series = next(p for p in params if p["name"] == "series")
+    name = r"[^,\u0000]{0,100}"
+    assert series["schema"] == {
+        "oneOf": [
+            {"type": "string", "pattern": rf"^(?:[^,\u0000]{{1,100}}|{name}(?:,{name})+)$"},
+            {"type": "string", "maxLength": 0},  # blank: every metric
+        ]
+    }
+
+
 def test_a_step_range_without_max_points_and_an_empty_range(job: Job) -> None:
     _metrics(job, 30)
     client = _as("alice")

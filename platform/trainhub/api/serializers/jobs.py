@@ -81,5 +81,8 @@ class ScaleRequestSerializer(JsonTypedSerializer):
 
 class CloneRequestSerializer(JsonTypedSerializer):
     name = serializers.CharField(
-        max_length=100, required=False, help_text="Name of the new job (default: the same)."
+        max_length=100,
+        required=False,
+        help_text="Name of the new job (default: the same).",
+        error_messages={"blank": "Give the new job a name, or leave `name` out to keep this one."},
     )
