@@ -1,6 +1,7 @@
 """The `embed` workload of ../shared/baselines/tensorflow_ps.md on the PS runtime.
 
     .venv/bin/python bench/embedding.py [--ps 1] [--workers 2] [--steps 200] [--runs 3]
+        [--replication R]
 
 1,000,000 x 16 table, batches of 4,096 examples with 8 Zipf(1.2) ids each, logistic
 head, SGD lr 0.1 on the PS (`ps_runtime.examples.embedding`). PS shards and workers
@@ -61,7 +62,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run_once(
-    num_ps: int, num_workers: int, steps: int, warmup: int, in_flight: int
+    num_ps: int, num_workers: int, steps: int, warmup: int, in_flight: int, replication: int = 0
 ) -> dict[str, Any]:
     import numpy as np
 
@@ -73,10 +74,12 @@ def run_once(
 
     token = "bench"
     ports = free_ports(num_ps + num_workers)
-    cluster = {
+    cluster: dict[str, Any] = {
         "ps": [f"127.0.0.1:{p}" for p in ports[:num_ps]],
         "worker": [f"127.0.0.1:{p}" for p in ports[num_ps:]],
     }
+    if replication:
+        cluster["replication"] = replication
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHUB_")}
     env.update(
         PYTHONPATH=str(ROOT),
@@ -103,7 +106,7 @@ def run_once(
                         stderr=subprocess.DEVNULL,
                     )
                 )
-        resolver = ClusterResolver(cluster["ps"], cluster["worker"], token)
+        resolver = ClusterResolver(cluster["ps"], cluster["worker"], token, replication=replication)
         resolver.wait_until_healthy(timeout=120)
         startup = time.perf_counter() - started
         strategy = ParameterServerStrategy(resolver)
@@ -134,6 +137,7 @@ def run_once(
     return {
         "workload": "embed",
         "ps": num_ps,
+        "replication": replication,
         "workers": num_workers,
         "steps": steps,
         "batch_size": 4096,
@@ -293,6 +297,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--in-flight", type=int, default=2, help="closures in flight per worker")
+    parser.add_argument("--replication", type=int, default=0, help="backups per shard")
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -315,7 +320,9 @@ def main() -> None:
         return
     results = []
     for _ in range(args.runs):
-        r = run_once(args.ps, args.workers, args.steps, args.warmup, args.in_flight)
+        r = run_once(
+            args.ps, args.workers, args.steps, args.warmup, args.in_flight, args.replication
+        )
         print(json.dumps(r), flush=True)
         results.append(r["examples_per_sec"])
     median = statistics.median(results)
@@ -325,6 +332,7 @@ def main() -> None:
             {
                 "summary": "embed",
                 "ps": args.ps,
+                "replication": args.replication,
                 "runs": len(results),
                 "examples_per_sec_median": median,
                 "examples_per_sec_min": min(results),

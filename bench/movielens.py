@@ -7,6 +7,10 @@ divided by their wall time (schedule to join; evaluation not timed), as in the b
 Prints one JSON line per run, plus the TF median from the baseline file when present.
 
     .venv/bin/python bench/movielens.py [--data DIR] [--runs 3] [--workers 2] [--ps 1]
+        [--replication R]
+
+`--replication R` keeps every shard on R backups too (needs --ps > R): what replication
+costs.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ def tf_baseline(path: Path) -> dict[str, float] | None:
     return rows or None
 
 
-def run_once(data: Path, ps: int, workers: int) -> dict[str, Any]:
+def run_once(data: Path, ps: int, workers: int, replication: int = 0) -> dict[str, Any]:
     proc = subprocess.run(
         [
             sys.executable,
@@ -67,6 +71,8 @@ def run_once(data: Path, ps: int, workers: int) -> dict[str, Any]:
             str(ps),
             "--workers",
             str(workers),
+            "--replication",
+            str(replication),
             "ps_runtime.examples.movielens:train",
             "--",
             "--data",
@@ -91,6 +97,7 @@ def run_once(data: Path, ps: int, workers: int) -> dict[str, Any]:
                 "workload": "mf",
                 "ps": ps,
                 "workers": workers,
+                "replication": replication,
                 "examples_per_sec": round(result["examples_per_epoch"] * len(timed) / sum(timed)),
                 "epoch1_s": round(result["epoch_seconds"][0], 3),
                 "epoch_s_median": round(statistics.median(timed), 3),
@@ -109,16 +116,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ps", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--replication", type=int, default=0, help="backups per shard")
     args = parser.parse_args()
     if not (args.data / "u1.base").exists():
         raise SystemExit(f"{args.data}/u1.base not found; pass --data DIR (ml-100k)")
-    runs = [run_once(args.data, args.ps, args.workers) for _ in range(args.runs)]
+    runs = [run_once(args.data, args.ps, args.workers, args.replication) for _ in range(args.runs)]
     for run in runs:
         print(json.dumps(run), flush=True)
     tf = tf_baseline(args.baseline)
     median = statistics.median(r["examples_per_sec"] for r in runs)
     summary: dict[str, Any] = {
         "summary": "mf",
+        "ps": args.ps,
+        "replication": args.replication,
         "runs": len(runs),
         "examples_per_sec_median": median,
         "test_rmse_median": statistics.median(r["test_rmse"] for r in runs),

@@ -118,7 +118,7 @@ class LocalJob:
         self._out_lock = threading.Lock()  # one line at a time on our stdout
         self._pumps: list[threading.Thread] = []
 
-    def _env(self, role: Role, index: int) -> dict[str, str]:
+    def _env(self, role: Role, index: int, rejoin: bool = False) -> dict[str, str]:
         env = dict(os.environ)
         env.pop(taskenv.METRICS_FD.name, None)  # children report to their stdout
         coordinator = role == Role.COORDINATOR
@@ -133,6 +133,7 @@ class LocalJob:
             checkpoint_dir=self.checkpoint_dir or None,
             entrypoint=self.entrypoint if coordinator else None,
             args=self.kwargs if coordinator else {},
+            ps_rejoin=rejoin,
         )
         env.update(task.to_env())
         env["PYTHONUNBUFFERED"] = "1"
@@ -142,9 +143,7 @@ class LocalJob:
         return (self.cluster.ps if role == Role.PS else self.cluster.worker)[index]
 
     def _start(self, role: Role, index: int, rejoin: bool = False) -> subprocess.Popen[bytes]:
-        env = self._env(role, index)
-        if rejoin:
-            taskenv.PS_REJOIN.put(env, "1")
+        env = self._env(role, index, rejoin)
         proc = subprocess.Popen(
             [sys.executable, "-m", "ps_runtime.task"],
             env=env,

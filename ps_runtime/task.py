@@ -70,7 +70,7 @@ def _create_server(env: TaskEnvironment, bind: str) -> tuple[Any, int]:
             checkpoint_dir=env.checkpoint_dir,
             addresses=cluster.ps if cluster else (),
             replication=cluster.replication if cluster else 0,
-            rejoin=taskenv.PS_REJOIN.read() == "1",
+            rejoin=env.ps_rejoin,
         )
     return create_worker_server(bind, token=env.job_token)
 

@@ -266,6 +266,8 @@ class TaskEnvironment:
     startup_timeout_seconds: float | None = None
     # Coordinator and worker: the job's code archive ("sha256:<hex>").
     code: str | None = None
+    # PS: this server replaces one that stopped (PS_REJOIN).
+    ps_rejoin: bool = False
     # Added by the agent.
     cluster_file: str | None = None
     metrics_fd: int | None = None
@@ -297,6 +299,7 @@ class TaskEnvironment:
         CLUSTER_FILE.put(env, self.cluster_file)
         METRICS_FD.put(env, self.metrics_fd)
         CODE_DIR.put(env, self.code_dir)
+        PS_REJOIN.put(env, "1" if self.ps_rejoin else None)
         return {k: v for k, v in env.items() if v != ""}
 
     @classmethod
@@ -339,4 +342,5 @@ class TaskEnvironment:
             metrics_fd=METRICS_FD.read(env),
             code=code,
             code_dir=CODE_DIR.read(env),
+            ps_rejoin=PS_REJOIN.read(env) == "1",
         )

@@ -194,6 +194,11 @@ def describe(args: argparse.Namespace) -> None:
     print(
         f"  PS shards:  {spec.parameter_servers.replicas}, "
         f"{amount(asdict(spec.parameter_servers.resources))} each"
+        + (
+            f", {spec.parameter_servers.replication} backup(s) of each shard"
+            if spec.parameter_servers.replication
+            else ""
+        )
     )
     if job["tasks"]:
         print("\nTasks:")

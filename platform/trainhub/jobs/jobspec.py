@@ -52,6 +52,8 @@ class ResourceSpec:
 class ParameterServersSpec:
     replicas: int = 1
     resources: ResourceSpec = field(default_factory=ResourceSpec)
+    # Backups per shard (0-2, below `replicas`): a lost PS is replaced without a restart.
+    replication: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ class JobSpec:
             parameter_servers=ParameterServersSpec(
                 replicas=int(ps.get("replicas", 1)),
                 resources=ResourceSpec.from_dict({"gpu": 0, **(ps.get("resources") or {})}),
+                replication=int(ps.get("replication", 0)),
             ),
             workers=WorkersSpec(
                 min=low,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import defaultdict
 from collections.abc import Iterable
@@ -82,6 +83,9 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
     bind = None
     if task.port is not None and task.node is not None:
         bind = f"{task.node.address}:{task.port}"
+    replication = job.job_spec.parameter_servers.replication
+    if replication:
+        cluster = dataclasses.replace(cluster, replication=replication)
     return TaskEnvironment(
         role=Role(task.role),
         job_token=job.runtime_token,
@@ -96,6 +100,8 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
         checkpoint_every_seconds=float(spec.checkpoint_every_seconds) if spec else None,
         # Workers import the functions the coordinator schedules: they need the code too.
         code=job.job_spec.code if task.role != TaskRole.PS else None,
+        # A later attempt of a replicated PS copies its shards from a live replica.
+        ps_rejoin=bool(replication) and task.role == TaskRole.PS and task.attempt > 1,
     )
 
 

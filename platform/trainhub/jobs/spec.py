@@ -14,6 +14,7 @@ from django.db.models import Max
 from rest_framework import serializers
 
 from ps_runtime.archives import is_digest
+from ps_runtime.replicas import MAX_REPLICATION
 from trainhub.nodes.models import Node
 from trainhub.strictjson import JsonTypedSerializer
 from trainhub.tenancy.models import Quota, Team
@@ -68,6 +69,27 @@ class CpuResourcesSerializer(ResourcesSerializer):
 class ParameterServersSerializer(StrictSerializer):
     replicas = serializers.IntegerField(min_value=1, max_value=64, default=1)
     resources = CpuResourcesSerializer(required=False)
+    replication = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_REPLICATION,
+        default=0,
+        help_text="Backups of each PS shard on the next servers (0-2, fewer than replicas): "
+        "a lost parameter server is replaced while the job runs on.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        replicas, replication = attrs.get("replicas", 1), attrs.get("replication", 0)
+        if replication and replication >= replicas:
+            raise serializers.ValidationError(
+                {
+                    "replication": [
+                        f"Replication {replication} needs at least {replication + 1} "
+                        f"parameter servers (replicas is {replicas}): each shard lives on "
+                        f"its server and the next {replication}."
+                    ]
+                }
+            )
+        return attrs
 
 
 class WorkersSerializer(StrictSerializer):

@@ -67,6 +67,12 @@ SECTIONS = (
             SpecField("parameter_servers.replicas", "PS replicas", "int"),
             SpecField("parameter_servers.resources.cpu", "CPU per PS", "float"),
             SpecField("parameter_servers.resources.memory_mb", "Memory per PS (MiB)", "int"),
+            SpecField(
+                "parameter_servers.replication",
+                "Backups per shard",
+                "int",
+                "0-2, fewer than PS replicas: a lost PS is replaced while the job runs on.",
+            ),
         ),
     ),
     Section(

@@ -45,6 +45,7 @@ def test_valid_spec_creates_a_pending_job_with_defaults(client: APIClient) -> No
         "resources": {"cpu": 1.0, "memory_mb": 1024, "gpu": 0},
     }
     assert body["spec"]["parameter_servers"]["replicas"] == 1
+    assert body["spec"]["parameter_servers"]["replication"] == 0
     assert "runtime_token" not in body
 
 
@@ -64,6 +65,14 @@ def test_valid_spec_creates_a_pending_job_with_defaults(client: APIClient) -> No
             ["parameter_servers", "resources", "cpu"],
         ),
         ({"parameter_servers": {"replicas": 0}}, ["parameter_servers", "replicas"]),
+        (
+            {"parameter_servers": {"replicas": 2, "replication": 2}},
+            ["parameter_servers", "replication"],
+        ),
+        (
+            {"parameter_servers": {"replicas": 4, "replication": 3}},
+            ["parameter_servers", "replication"],
+        ),
         ({"priority": "urgent"}, ["priority"]),
         ({"entrypoint": "not a function"}, ["entrypoint"]),
         ({"team": "other"}, ["team"]),

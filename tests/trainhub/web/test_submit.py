@@ -54,6 +54,7 @@ def _form(**overrides: str) -> dict[str, str]:
         "parameter_servers.replicas": "1",
         "parameter_servers.resources.cpu": "0.5",
         "parameter_servers.resources.memory_mb": "512",
+        "parameter_servers.replication": "0",
         "workers.min": "1",
         "workers.max": "1",
         "workers.resources.cpu": "0.5",
@@ -158,6 +159,21 @@ def test_a_refused_form_shows_the_error_beside_the_field_and_keeps_the_input(
     assert _field_error(page, "workers.max") == "max (2) must be at least min (3)."
     assert 'name="workers.min" value="3"' in page and 'value="typed-name"' in page
     assert 'aria-invalid="true"' in page
+
+
+def test_replication_needs_more_servers_than_backups(world: dict[str, Any]) -> None:
+    client = _client(world["alice"])
+    page = client.post("/jobs/new/", _form(**{"parameter_servers.replication": "1"}))
+    assert _counts() == (0, 0)
+    error = _field_error(page.content.decode(), "parameter_servers.replication")
+    assert error.startswith("Replication 1 needs at least 2 parameter servers")
+    client.post(
+        "/jobs/new/",
+        _form(**{"parameter_servers.replicas": "2", "parameter_servers.replication": "1"}),
+    )
+    job = Job.objects.get()
+    assert job.job_spec.parameter_servers.replication == 1
+    assert "each shard on 2 of them" in client.get(f"/jobs/{job.pk}/").content.decode()
 
 
 def test_the_form_and_the_api_give_the_same_messages(world: dict[str, Any]) -> None:

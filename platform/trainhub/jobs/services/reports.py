@@ -113,15 +113,21 @@ def _lost_not_failed(exit_code: int | None) -> bool:
 
 
 def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now: datetime) -> None:
-    """A lost worker is relaunched alone (the coordinator re-runs its closures); a lost PS
-    restarts every task, and the coordinator resumes from the job's last checkpoint."""
+    """A lost worker is relaunched alone (the coordinator re-runs its closures), and so is
+    a lost PS of a job with replicated shards (it copies them from a live replica); a
+    lost PS of an unreplicated job restarts every task, and the coordinator resumes from
+    the job's last checkpoint."""
     Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
     count = f"restart {job.restarts + 1} of {job.job_spec.max_restarts}"
-    if task.role == TaskRole.WORKER:
+    replicated = job.job_spec.parameter_servers.replication > 0
+    if task.role == TaskRole.WORKER or (task.role == TaskRole.PS and replicated):
         new_attempt(Task.objects.filter(pk=task.pk))
-        record_event(
-            job, kind="restart", reason=f"{detail}; relaunching it ({count})", actor=actor, now=now
+        how = (
+            "relaunching it"
+            if task.role == TaskRole.WORKER
+            else ("relaunching it; it copies its shards from a live replica while the job runs on")
         )
+        record_event(job, kind="restart", reason=f"{detail}; {how} ({count})", actor=actor, now=now)
         notify_nodes([task.node_id])
         return
     transition_job(
