@@ -1,9 +1,10 @@
 """The shards one PS server holds, and how their replicas stay in step.
 
 A server holds its own shard and backs up the `replication` shards before it (see
-`replicas`). Updates it takes from a client it applies, then forwards to the shard's
-other live replicas before it answers; forwarded updates it only applies. A replica that
-stops answering is dropped from the forwarding set; it comes back only by rejoining:
+`replicas`). Updates it takes from a client it forwards to the shard's other live
+replicas, applies meanwhile, and answers when all are done; forwarded ones it only
+applies. A replica that stops answering is dropped from the forwarding set; it comes
+back only by rejoining:
 
 1. the replacement marks its shards *syncing*: it refuses clients (UNAVAILABLE, so they
    use another replica) and keeps the updates it is forwarded for later;
@@ -224,16 +225,30 @@ class ReplicaSet:
             return answer
         self.for_client(shard, context)
         with self._client_updates, shard.routing.update():
+            # The replicas apply while this server does: the call takes the longer of
+            # the two, not their sum.
+            with shard.lock:
+                first = shard.live | shard.joining
+            calls = self._send(shard, first, forward)
             with shard.applying.update():
                 answer = apply(shard.store)
-            with shard.lock:  # read after applying: a joiner added since gets it
-                targets = shard.live | shard.joining
-            self._forward(shard, targets, forward)
+            with shard.lock:  # read after applying: a joiner added since gets it too
+                later = (shard.live | shard.joining) - first
+            self._settle(shard, calls + self._send(shard, later, forward), forward)
         return answer
 
     def _forward(self, shard: Shard, targets: set[int], forward: Forward) -> None:
+        self._settle(shard, self._send(shard, targets, forward), forward)
+
+    def _send(
+        self, shard: Shard, targets: set[int], forward: Forward
+    ) -> list[tuple[int, Future[Any]]]:
         metadata = self.metadata(shard.index)
-        calls = [(t, forward(t, metadata, 0.0)) for t in sorted(targets)]
+        return [(t, forward(t, metadata, 0.0)) for t in sorted(targets)]
+
+    def _settle(self, shard: Shard, calls: list[tuple[int, Future[Any]]], forward: Forward) -> None:
+        """Wait for forwarded calls; a replica that does not answer is dropped."""
+        metadata = self.metadata(shard.index)
         for target, call in calls:
             try:
                 try:
