@@ -38,6 +38,7 @@ from ps_runtime.ps_store import ParameterStore
 from ps_runtime.replicas import (
     FORWARDED_KEY,
     SHARD_KEY,
+    NoLiveReplica,
     Replicas,
     metadata_value,
     shard_metadata,
@@ -322,7 +323,7 @@ class ReplicaSet:
                 pending.remove(shard)
             if pending:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
+                    raise NoLiveReplica(
                         f"parameter server {self.index}: no live replica of shards "
                         f"{[s.index for s in pending]} to copy from within {timeout:.0f}s"
                     )

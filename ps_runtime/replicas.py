@@ -18,6 +18,11 @@ FORWARDED_KEY = "x-ps-forwarded"  # "1": an update a replica forwards, not a cli
 MAX_REPLICATION = 2
 
 
+class NoLiveReplica(RuntimeError):
+    """A replacement server found no replica to copy a shard from: the shard's updates
+    are lost, and only a restart from a checkpoint brings them back (the task exits 75)."""
+
+
 def check_replication(servers: int, replication: int) -> None:
     """ValueError unless 0 <= replication <= 2 and replication < servers."""
     if not 0 <= replication <= MAX_REPLICATION:

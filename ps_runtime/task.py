@@ -161,7 +161,11 @@ def main(env: Mapping[str, str] | None = None) -> int:
             return taskenv.EXIT_TERMINATED
         traceback.print_exc()
         sys.stderr.flush()
-        return taskenv.EXIT_PS_LOST if isinstance(e, UnavailableError) else 1
+        from ps_runtime.replicas import NoLiveReplica
+
+        # 75 from a replacement PS too: nothing to copy, so the job restarts from its
+        # last checkpoint.
+        return taskenv.EXIT_PS_LOST if isinstance(e, UnavailableError | NoLiveReplica) else 1
 
 
 if __name__ == "__main__":

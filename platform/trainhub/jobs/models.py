@@ -88,6 +88,9 @@ class Task(models.Model):
     gpu_indices = models.JSONField(default=list, blank=True)
     # Placed on idle quota lent by other teams: reclaimed first when they need it back.
     borrowed = models.BooleanField(default=False)
+    # A PS of a replicated job relaunched alone: it copies its shards from a live replica
+    # (TRAINHUB_PS_REJOIN). Every other new attempt starts afresh.
+    rejoin = models.BooleanField(default=False)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -100,8 +100,8 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
         checkpoint_every_seconds=float(spec.checkpoint_every_seconds) if spec else None,
         # Workers import the functions the coordinator schedules: they need the code too.
         code=job.job_spec.code if task.role != TaskRole.PS else None,
-        # A later attempt of a replicated PS copies its shards from a live replica.
-        ps_rejoin=bool(replication) and task.role == TaskRole.PS and task.attempt > 1,
+        # A PS relaunched alone copies its shards from a live replica.
+        ps_rejoin=task.rejoin,
     )
 
 

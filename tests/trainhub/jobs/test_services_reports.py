@@ -9,6 +9,7 @@ from django.utils import timezone
 from trainhub.events import JobStateChanged, NodeTasksChanged, TaskStateChanged
 from trainhub.jobs.choices import DesiredState, JobState, TaskRole, TaskState
 from trainhub.jobs.models import Job, Task
+from trainhub.jobs.selectors import desired_tasks
 from trainhub.jobs.services import (
     place_job,
     record_task_status,
@@ -16,7 +17,7 @@ from trainhub.jobs.services import (
     settle_unstarted_tasks,
 )
 
-from ps_runtime.taskenv import EXIT_PS_LOST
+from ps_runtime.taskenv import EXIT_PS_LOST, PS_REJOIN
 
 from ..event_capture import Capture
 from ..factories import gang_placements, make_job
@@ -146,6 +147,49 @@ def test_a_lost_parameter_server_restarts_the_whole_job(world: World) -> None:
     assert set(job.tasks.values_list("attempt", "state")) == {(2, TaskState.ASSIGNED)}
     _run_all(job)
     assert _state(job) == JobState.RUNNING
+
+
+def _rejoins(world: World, job: Job) -> dict[int, bool]:
+    """PS index -> whether the agent is told to start it as a replacement."""
+    return {
+        t.index: PS_REJOIN.name in t.env
+        for t in desired_tasks(world.node).tasks
+        if t.job_id == job.pk and t.role == TaskRole.PS
+    }
+
+
+def test_a_lost_ps_of_a_replicated_job_is_relaunched_alone_as_a_replacement(
+    world: World,
+) -> None:
+    small = {"cpu": 0.5, "memory_mb": 512}
+    job = _placed(
+        world,
+        max_restarts=4,
+        parameter_servers={"replicas": 2, "replication": 1, "resources": small},
+    )
+    _run_all(job)
+    assert _rejoins(world, job) == {0: False, 1: False}
+    _report(job.tasks.get(role=TaskRole.PS, index=0), TaskState.FAILED, 137)
+    assert _state(job) == JobState.RUNNING
+    assert _rejoins(world, job) == {0: True, 1: False}
+    assert job.events.get(kind="restart").reason.endswith(
+        "relaunching it; it copies its shards from a live replica while the job runs on "
+        "(restart 1 of 4)"
+    )
+
+    # The whole job restarting (here: its coordinator killed) starts every PS afresh.
+    _run_all(job)
+    _report(job.tasks.get(role=TaskRole.COORDINATOR), TaskState.FAILED, 137)
+    assert _state(job) == JobState.RESTARTING
+    assert _rejoins(world, job) == {0: False, 1: False}
+
+    # A replacement that finds no replica to copy from exits 75: restart from checkpoint.
+    _run_all(job)
+    _report(job.tasks.get(role=TaskRole.PS, index=1), TaskState.FAILED, 137)
+    assert _rejoins(world, job) == {0: False, 1: True}
+    _report(job.tasks.get(role=TaskRole.PS, index=1), TaskState.FAILED, EXIT_PS_LOST)
+    assert _state(job) == JobState.RESTARTING
+    assert _rejoins(world, job) == {0: False, 1: False}
 
 
 def test_a_coordinator_that_fails_otherwise_fails_the_job(world: World) -> None:

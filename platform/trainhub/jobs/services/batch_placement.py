@@ -119,6 +119,7 @@ TASK_FIELDS = (
     "memory_mb",
     "gpu_indices",
     "borrowed",
+    "rejoin",
     "exit_code",
     "message",
     "created_at",
@@ -142,6 +143,7 @@ def _task_row(job_id: int, p: Placement, now: datetime) -> tuple[Any, ...]:
         p.memory_mb,
         p.gpu_indices,
         p.borrowed,
+        False,  # rejoin: a first attempt starts afresh
         None,
         "",
         now,

@@ -161,11 +161,12 @@ def new_task(job: Job, p: Placement, index: int) -> Task:
     return Task(job=job, role=p.role, index=index, **_placed_fields(p))
 
 
-def new_attempt(tasks: QuerySet[Task], **placement: Any) -> None:
+def new_attempt(tasks: QuerySet[Task], *, rejoin: bool = False, **placement: Any) -> None:
     """Start the next attempt of these tasks (on the same node and port unless `placement`
-    moves them)."""
+    moves them); `rejoin`: PS that copy their shards from a live replica."""
     tasks.update(
         **placement,
+        rejoin=rejoin,
         attempt=F("attempt") + 1,
         state=TaskState.ASSIGNED,
         desired=DesiredState.RUN,

@@ -98,7 +98,7 @@ def _ended(
     max_restarts = job.job_spec.max_restarts
     restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
     if restartable and job.restarts < max_restarts:
-        _restart_after_failure(job, task, detail, actor=actor, now=now)
+        _restart_after_failure(job, task, exit_code, detail, actor=actor, now=now)
         return
     if restartable and max_restarts:
         detail = f"{detail} (after {job.restarts} restarts, the spec's max_restarts)"
@@ -112,16 +112,23 @@ def _lost_not_failed(exit_code: int | None) -> bool:
     return exit_code is None or exit_code == EXIT_PS_LOST or exit_code > 128
 
 
-def _restart_after_failure(job: Job, task: Task, detail: str, *, actor: str, now: datetime) -> None:
+def _restart_after_failure(
+    job: Job, task: Task, exit_code: int | None, detail: str, *, actor: str, now: datetime
+) -> None:
     """A lost worker is relaunched alone (the coordinator re-runs its closures), and so is
     a lost PS of a job with replicated shards (it copies them from a live replica); a
-    lost PS of an unreplicated job restarts every task, and the coordinator resumes from
-    the job's last checkpoint."""
+    lost PS of an unreplicated job, or a replacement PS that found no replica to copy
+    from (exit 75), restarts every task, and the coordinator resumes from the job's last
+    checkpoint."""
     Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
     count = f"restart {job.restarts + 1} of {job.job_spec.max_restarts}"
-    replicated = job.job_spec.parameter_servers.replication > 0
-    if task.role == TaskRole.WORKER or (task.role == TaskRole.PS and replicated):
-        new_attempt(Task.objects.filter(pk=task.pk))
+    replaceable = (
+        task.role == TaskRole.PS
+        and job.job_spec.parameter_servers.replication > 0
+        and exit_code != EXIT_PS_LOST
+    )
+    if task.role == TaskRole.WORKER or replaceable:
+        new_attempt(Task.objects.filter(pk=task.pk), rejoin=replaceable)
         how = (
             "relaunching it"
             if task.role == TaskRole.WORKER
