@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import time
 from typing import Any
 
@@ -28,6 +29,10 @@ from ps_runtime.ps_store import ParameterStore, PartInfo, StoredVariable, Variab
 from ps_runtime.tables import Lifecycle, StoredTable
 
 FORMAT_VERSION = 2
+# One checkpoint file read at a time per process: numpy parses each array's header with
+# ast.literal_eval, and CPython 3.11 fails concurrent AST building in threads ("AST
+# constructor recursion depth mismatch"), as two in-process servers restoring at once did.
+_READ_LOCK = threading.Lock()
 MANIFEST = "MANIFEST.json"
 
 
@@ -203,7 +208,7 @@ def restore_shard(store: ParameterStore, directory: str, shard: int, num_shards:
             e.clear()
     restored: set[str] = set()
     for old in range(old_shards):
-        with np.load(shard_file(directory, old), allow_pickle=False) as data:
+        with _READ_LOCK, np.load(shard_file(directory, old), allow_pickle=False) as data:
             same = old == shard and old_shards == num_shards
             restored |= _restore_file(store, data, shard, num_shards, same)
     return len(restored)
@@ -211,7 +216,7 @@ def restore_shard(store: ParameterStore, directory: str, shard: int, num_shards:
 
 def restore_copy(store: ParameterStore, f: Any, shard: int, num_shards: int) -> int:
     """Load a shard file written by `write_shard` for the same shard (a replica's copy)."""
-    with np.load(f, allow_pickle=False) as data:
+    with _READ_LOCK, np.load(f, allow_pickle=False) as data:
         return len(_restore_file(store, data, shard, num_shards, True))
 
 

@@ -49,6 +49,7 @@ from ps_runtime.version import known_runtime_version
 
 logger = logging.getLogger(__name__)
 
+RECONNECT_DRAIN_S = 2.0  # a renewal waits this long for acks before it reconnects
 REENROLL_HINT = (
     "the server rejected this node's credential (401); the node was removed, or its "
     "credential revoked or expired. Enroll it again: trainhub-agent enroll --server URL "
@@ -395,5 +396,11 @@ class Agent:
         ws = self._ws
         if ws is None:
             return
-        self._reconnect_at_once = True
-        await ws.close(reason="credential renewed")
+        # Nothing more goes out on this socket, and what did is acknowledged first (for
+        # at most RECONNECT_DRAIN_S): sent again on the next one, it would be stored twice.
+        async with self.uplink.held():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(RECONNECT_DRAIN_S):
+                    await self.uplink.settled()
+            self._reconnect_at_once = True
+            await ws.close(reason="credential renewed")

@@ -10,8 +10,10 @@ acknowledged lets the task table record how far each task's files were delivered
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 from ps_runtime.agent.outbox import Outbox
@@ -100,8 +102,19 @@ class Uplink:
         """Send what is left and wait until all of it is acknowledged and saved (the
         caller bounds the wait; the receive loop must still be running)."""
         await self.flush(ws)
+        await self.settled(poll)
+
+    async def settled(self, poll: float = 0.02) -> None:
+        """Wait until everything sent is acknowledged and saved (the caller bounds it)."""
         while self.outbox.in_flight() or self._committing:
             await asyncio.sleep(poll)
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """Nothing is sent on the connection while held (a caller closing it inside sends
+        nothing that it would have to send again)."""
+        async with self._lock:
+            yield
 
     def refused(self, error: ErrorMessage) -> None:
         self.refusals += 1

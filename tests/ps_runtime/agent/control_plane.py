@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 
 class FakeControlPlane:
@@ -37,8 +38,10 @@ class FakeControlPlane:
         self.ws_auth: list[str | None] = []
         self.received: list[dict[str, Any]] = []  # every message, its `seq` taken out
         self.seqs: list[int | None] = []  # the `seq` of each received message
-        self.acking = True  # acknowledge each numbered message at once
+        self.acking = True  # acknowledge each numbered message (at once, or after ack_delay)
+        self.ack_delay = 0.0
         self.open_sockets: list[ServerConnection] = []
+        self._acks: set[asyncio.Future[None]] = set()
         self._front_streams: list[asyncio.StreamWriter] = []
         self._ws_server: Server | None = None
         self._front: asyncio.Server | None = None
@@ -109,9 +112,23 @@ class FakeControlPlane:
                 self.received.append(message)
                 self.seqs.append(seq)
                 if self.acking and seq is not None:
-                    await ws.send(json.dumps({"type": "ack", "seq": seq}))
+                    if self.ack_delay:
+                        asyncio.get_running_loop().call_later(
+                            self.ack_delay, self._ack_later, ws, seq
+                        )
+                    else:
+                        await ws.send(json.dumps({"type": "ack", "seq": seq}))
         finally:
             self.open_sockets.remove(ws)
+
+    def _ack_later(self, ws: ServerConnection, seq: int) -> None:
+        async def send() -> None:
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send(json.dumps({"type": "ack", "seq": seq}))
+
+        task = asyncio.ensure_future(send())
+        self._acks.add(task)
+        task.add_done_callback(self._acks.discard)
 
     # -- HTTP front end ----------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 TRAINHUB_FAKE_MODE: "exit" (print, report, exit with TRAINHUB_FAKE_EXIT_CODE), "serve"
 (print, report, wait for SIGTERM), "stubborn" (ignore SIGTERM: only SIGKILL ends it),
 "grandchild" (spawn a grandchild; both ignore SIGTERM; print its pid), "flood" (print
-TRAINHUB_FAKE_LINES numbered lines at once, then exit 0).
+TRAINHUB_FAKE_LINES numbered lines at once, then exit 0), "chatty" (a numbered line
+every 10 ms until SIGTERM).
 """
 
 import json
@@ -19,6 +20,11 @@ if mode == "flood":
     for i in range(int(os.environ["TRAINHUB_FAKE_LINES"])):
         print(f"flood line {i:06d} " + "x" * 40)
     sys.exit(0)
+if mode == "chatty":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    for i in range(1_000_000):
+        print(f"chatty line {i:06d}", flush=True)
+        time.sleep(0.01)
 if mode == "serve":
     # Before any output: a test that saw this task's first line can rely on a clean stop.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -18,7 +18,15 @@ from ps_runtime.agent.reconcile import reconcile
 from ps_runtime.agent.supervisor import Supervisor
 from ps_runtime.agent.taskfiles import LOST_MESSAGE, STATUS_FILE, TABLE_FILE
 
-from .helpers import FAKE_COMMAND, cleanup_pid, fake_task, log_lines, statuses, wait_for
+from .helpers import (
+    FAKE_COMMAND,
+    cleanup_pid,
+    fake_task,
+    log_lines,
+    pid_alive,
+    statuses,
+    wait_for,
+)
 
 KEY = TaskKey(31, 1)
 
@@ -98,7 +106,9 @@ def test_a_task_that_ended_while_the_agent_was_down_is_reported_with_its_status(
 ) -> None:
     _dying_agent(tmp_path, "exit", commit=False)
     [record] = tasktable.load(tmp_path / TABLE_FILE)
+    # Its status written and its process gone (else adopt() rightly finds it alive).
     wait_for(lambda: (Path(record.task_dir) / STATUS_FILE).exists())
+    wait_for(lambda: not pid_alive(record.pid))
     outbox = Outbox()
     sup = Supervisor(outbox, tmp_path, command=FAKE_COMMAND)
     assert sup.adopt() == []
@@ -112,7 +122,9 @@ def test_a_task_that_ended_while_the_agent_was_down_is_reported_with_its_status(
 def test_a_task_the_agent_stopped_before_it_died_is_reported_stopped(tmp_path: Path) -> None:
     _dying_agent(tmp_path, "serve", commit=False, then="stop")
     [record] = tasktable.load(tmp_path / TABLE_FILE)
+    # Its status written and its process gone (else adopt() rightly finds it alive).
     wait_for(lambda: (Path(record.task_dir) / STATUS_FILE).exists())
+    wait_for(lambda: not pid_alive(record.pid))
     outbox = Outbox()
     sup = Supervisor(outbox, tmp_path, command=FAKE_COMMAND)
     sup.adopt()

@@ -86,6 +86,36 @@ def test_renewal_while_a_task_runs_loses_nothing(tmp_path: Path) -> None:
     _run(scenario())
 
 
+def test_a_renewal_reconnects_only_once_what_was_sent_is_acknowledged(tmp_path: Path) -> None:
+    """Output streams while the server acknowledges late: the socket closed for a renewal
+    still had messages in flight, which the next one sent again (stored twice)."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane(lifetime=1.5).start()
+        cp.ack_delay = 0.3
+        cp.set_tasks([_task_json(mode="chatty")])
+        now = datetime.now(UTC)
+        state = AgentState(cp.url, 7, cp.credential, now, now + timedelta(seconds=1.5))
+        agent = _agent(state, tmp_path, flush_interval=0.05)
+        run = asyncio.create_task(agent.run())
+        await _until(lambda: agent.renewals >= 2, timeout=10, what="two renewals")
+        await _until(lambda: len(cp.ws_auth) >= 3, what="the second reconnect")
+        agent.request_stop()
+        assert await run == 0
+        lines = [
+            line
+            for m in cp.of_type("logs")
+            for line in m["lines"]
+            if line.startswith("chatty line")
+        ]
+        assert len(lines) > 100  # it streamed through both renewals
+        assert agent.uplink.resent == 0
+        assert len(lines) == len(set(lines)), "a line was delivered twice"
+        await cp.close()
+
+    _run(scenario())
+
+
 def test_a_state_file_without_expiry_renews_at_once(tmp_path: Path) -> None:
     async def scenario() -> None:
         cp = await FakeControlPlane().start()
