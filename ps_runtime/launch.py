@@ -187,9 +187,8 @@ class LocalJob:
     def _restart_dead_ps(self) -> None:
         """Start a PS that died again, on its address; it rejoins its shards' replicas."""
         for n, (role, index, proc) in enumerate(self.procs):
-            if role == Role.PS and proc.poll() == taskenv.EXIT_PS_LOST:
-                continue  # a replacement with no replica to copy from: the shard is lost
-            if role == Role.PS and proc.poll() is not None:
+            # Exit 75: a replacement with no replica to copy from; the shard is lost.
+            if role == Role.PS and proc.poll() not in (None, taskenv.EXIT_PS_LOST):
                 with self._out_lock:
                     print(
                         f"ps {index} (pid {proc.pid}) exited with {proc.returncode}; "

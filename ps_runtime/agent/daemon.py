@@ -24,7 +24,6 @@ import logging
 import random
 import signal
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -137,7 +136,12 @@ class Agent:
         workers = {
             asyncio.create_task(self._reconcile_loop(http), name="reconcile"),
             asyncio.create_task(self._connection_loop(), name="connection"),
-            asyncio.create_task(self._renewal_loop(http), name="renewal"),
+            asyncio.create_task(
+                renewal.keep_renewed(
+                    lambda: self.renew_credential(http), lambda: self.state, self._renew_retry
+                ),
+                name="renewal",
+            ),
         }
         stopper = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait({stopper, *workers}, return_when=asyncio.FIRST_COMPLETED)
@@ -351,21 +355,6 @@ class Agent:
 
     # -- credential renewal ----------------------------------------------------------------
 
-    async def _renewal_loop(self, http: rest.Client) -> None:
-        """Renew two thirds into the credential's lifetime; a refusal (401) ends the agent."""
-        while True:
-            await asyncio.sleep(renewal.seconds_until_renewal(self.state, datetime.now(UTC)))
-            try:
-                await self.renew_credential(http)
-            except (rest.HTTPError, ValueError) as exc:  # a ProtocolError is a ValueError
-                retry = renewal.retry_delay(self.state, self._renew_retry, datetime.now(UTC))
-                logger.warning(
-                    "cannot renew the node credential: %s; retrying in %.0f s",
-                    exc or type(exc).__name__,
-                    retry,
-                )
-                await asyncio.sleep(retry)
-
     async def renew_credential(self, http: rest.Client) -> None:
         """Get a new credential, save it (atomically, 0600) and reconnect the socket with it.
 
@@ -393,14 +382,6 @@ class Agent:
     async def _reconnect(self) -> None:
         """Close the socket so the connection loop opens it again with the current
         credential at once; tasks keep running and the outbox keeps what is not sent."""
-        ws = self._ws
-        if ws is None:
-            return
-        # Nothing more goes out on this socket, and what did is acknowledged first (for
-        # at most RECONNECT_DRAIN_S): sent again on the next one, it would be stored twice.
-        async with self.uplink.held():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RECONNECT_DRAIN_S):
-                    await self.uplink.settled()
+        if self._ws is not None:
             self._reconnect_at_once = True
-            await ws.close(reason="credential renewed")
+            await self.uplink.close(self._ws, "credential renewed", drain=RECONNECT_DRAIN_S)

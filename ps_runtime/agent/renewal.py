@@ -3,8 +3,10 @@ into its lifetime, with retries that fit several tries before it expires."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +31,25 @@ def retry_delay(state: AgentState, renew_retry: float, now: datetime) -> float:
         return renew_retry
     left = (expires_at - now).total_seconds()
     return max(1.0, min(renew_retry, left / 4))
+
+
+async def keep_renewed(
+    renew: Callable[[], Awaitable[None]], current: Callable[[], AgentState], renew_retry: float
+) -> None:
+    """Call `renew` two thirds into the `current` credential's lifetime, for ever; a failed
+    try is retried (`retry_delay`), a refusal raised by `renew` ends the loop."""
+    while True:
+        await asyncio.sleep(seconds_until_renewal(current(), datetime.now(UTC)))
+        try:
+            await renew()
+        except (rest.HTTPError, ValueError) as exc:  # a ProtocolError is a ValueError
+            retry = retry_delay(current(), renew_retry, datetime.now(UTC))
+            logger.warning(
+                "cannot renew the node credential: %s; retrying in %.0f s",
+                exc or type(exc).__name__,
+                retry,
+            )
+            await asyncio.sleep(retry)
 
 
 async def renewed_state(http: rest.Client, state: AgentState) -> AgentState | None:

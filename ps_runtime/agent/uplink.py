@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Protocol
 
 from ps_runtime.agent.outbox import Outbox
@@ -27,6 +26,8 @@ Snapshot = tuple[dict[TaskKey, dict[str, int]], set[TaskKey]]
 
 class Socket(Protocol):
     async def send(self, message: str) -> None: ...
+
+    async def close(self, code: int = 1000, reason: str = "") -> None: ...
 
 
 class Delivered(Protocol):
@@ -109,12 +110,15 @@ class Uplink:
         while self.outbox.in_flight() or self._committing:
             await asyncio.sleep(poll)
 
-    @contextlib.asynccontextmanager
-    async def held(self) -> AsyncIterator[None]:
-        """Nothing is sent on the connection while held (a caller closing it inside sends
-        nothing that it would have to send again)."""
+    async def close(self, ws: Socket, reason: str, drain: float) -> None:
+        """Close a connection that is not lost: send nothing more on it and wait (at most
+        `drain` seconds) until what was sent is acknowledged, so that none of it goes
+        again on the next connection and is stored twice."""
         async with self._lock:
-            yield
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(drain):
+                    await self.settled()
+            await ws.close(reason=reason)
 
     def refused(self, error: ErrorMessage) -> None:
         self.refusals += 1
