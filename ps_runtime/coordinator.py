@@ -21,7 +21,10 @@ Membership is elastic: `add_worker`, `remove_worker` and `set_workers` change th
 workers while closures run; a removed worker finishes its in-flight closures (or, if it
 is already gone, they are re-queued) and takes no new ones. Under the platform, the agent
 keeps the job's current worker list in the file named by TRAINHUB_CLUSTER_FILE and the
-coordinator follows it, so scaling a job needs no restart.
+coordinator follows it, so scaling a job needs no restart. The same file gives the new
+address of a parameter server that moved (a replicated job's server placed on another
+node); the coordinator's PS client switches to it, and the handles it sends workers from
+then on carry it.
 """
 
 from __future__ import annotations
@@ -227,7 +230,8 @@ class ClusterCoordinator:
             self._watcher.start()
 
     def _watch_cluster_file(self, path: str, poll_seconds: float = 1.0) -> None:
-        """Follow the worker list the agent writes when the platform rescales the job."""
+        """Follow the worker list and PS addresses the agent writes when the platform
+        rescales the job or moves one of its servers."""
         seen: float | None = None
         while not self._stopped.wait(poll_seconds):
             try:
@@ -236,10 +240,18 @@ class ClusterCoordinator:
                     continue
                 seen = mtime
                 with open(path) as f:
-                    workers = json.load(f).get("worker", [])
+                    cluster = json.load(f)
+                workers, ps = cluster.get("worker", []), cluster.get("ps", [])
             except (OSError, ValueError, AttributeError) as e:
                 log.warning("cannot read the cluster file %s: %s", path, e)
                 continue
+            client = getattr(self.strategy, "ps_client", None)
+            if isinstance(ps, list) and client is not None and ps:
+                if [str(a) for a in ps] != list(client.addresses):
+                    try:
+                        client.move([str(a) for a in ps])
+                    except ValueError as e:
+                        log.error("cannot follow the cluster file %s: %s", path, e)
             if isinstance(workers, list) and workers and set(workers) != set(self.workers.values()):
                 log.warning("workers changed to %s", workers)
                 self.set_workers([str(w) for w in workers])

@@ -23,7 +23,7 @@ import grpc
 import numpy as np
 
 from ps_runtime import chunks, rpc, sharding
-from ps_runtime.proto import ps_pb2, ps_pb2_grpc
+from ps_runtime.proto import ps_pb2
 from ps_runtime.ps_pending import PendingDense, PendingPush, PendingRows
 from ps_runtime.ps_routes import PUSH_ATTEMPTS, Routes
 from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_spec, encode_tensor, wire_dtype
@@ -31,7 +31,6 @@ from ps_runtime.wire import decode_chunk_into, decode_tensor, encode_spec, encod
 __all__ = ["PSClient", "PendingDense", "PendingPush", "PendingRows", "is_unavailable"]
 
 Spec = tuple[str, Mapping[str, float]]
-_SERVICE = "/trainhub.ps.ParameterServer"
 
 
 class PSClient:
@@ -51,37 +50,13 @@ class PSClient:
     ):
         if not addresses:
             raise ValueError("no PS addresses: the cluster needs at least one 'ps' task")
-        self.addresses = tuple(addresses)
         self.timeout = timeout
         self.chunk_bytes = chunk_bytes
         self.replication = replication
-        self._routes = Routes(self.addresses, token, replication)
-        self._channels = [rpc.create_channel(a) for a in self.addresses]
-        # grpcio-tools writes the stub modules without type hints.
-        self._stubs = [
-            ps_pb2_grpc.ParameterServerStub(c)  # type: ignore[no-untyped-call]
-            for c in self._channels
-        ]
-        # The bulk streams bypass the generated message classes (see `chunks`).
-        self._pull_streams = [
-            c.unary_stream(
-                f"{_SERVICE}/PullDenseStream",
-                request_serializer=ps_pb2.PullDenseRequest.SerializeToString,
-                response_deserializer=chunks.decode_chunk,
-            )
-            for c in self._channels
-        ]
-        self._push_streams = [
-            c.stream_unary(
-                f"{_SERVICE}/PushDenseStream",
-                request_serializer=None,
-                response_deserializer=ps_pb2.PushResponse.FromString,
-            )
-            for c in self._channels
-        ]
+        self._routes = Routes(addresses, token, replication)
         rpc.tune_allocator()
         self._pool = ThreadPoolExecutor(
-            max_workers=2 * len(self.addresses) + 2, thread_name_prefix="ps-client"
+            max_workers=2 * len(addresses) + 2, thread_name_prefix="ps-client"
         )
         # Origin of this client's pushes: a retransmitted push is applied once.
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -93,13 +68,22 @@ class PSClient:
     @property
     def num_shards(self) -> int:
         """Number of PS shards."""
-        return len(self._stubs)
+        return len(self._routes.servers)
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Where each PS server listens now."""
+        return self._routes.addresses
+
+    def move(self, addresses: Sequence[str]) -> None:
+        """Servers moved (a replicated job's server was placed on another node): talk to
+        each at its new address from now on."""
+        self._routes.move(addresses)
 
     def close(self) -> None:
         """Close every channel."""
         self._pool.shutdown(wait=False)
-        for c in self._channels:
-            c.close()
+        self._routes.close()
 
     def _kw(self, shard: int) -> dict[str, Any]:
         return {"metadata": self._routes.metadata[shard], "timeout": self.timeout}
@@ -108,19 +92,23 @@ class PSClient:
         """A unary call for `shard`, on the server answering for it (with failover)."""
         return self._routes.call(
             shard,
-            lambda server: getattr(self._stubs[server], method)(request, **self._kw(shard)),
+            lambda server: getattr(self._routes.servers[server].stub, method)(
+                request, **self._kw(shard)
+            ),
             attempts,
         )
 
     def _start(self, shard: int, method: str, request: Any, attempts: int = 1) -> Any:
         """Start a unary call for `shard`; return a `wait()` for its reply (with failover)."""
         server = self._routes.server(shard)
-        future = getattr(self._stubs[server], method).future(request, **self._kw(shard))
+        future = getattr(self._routes.servers[server].stub, method).future(
+            request, **self._kw(shard)
+        )
         return lambda: self._routes.settle(
             shard,
             server,
             future,
-            lambda srv: getattr(self._stubs[srv], method)(request, **self._kw(shard)),
+            lambda srv: getattr(self._routes.servers[srv].stub, method)(request, **self._kw(shard)),
             attempts,
         )
 
@@ -214,7 +202,7 @@ class PSClient:
     def _pull_stream(
         self, server: int, shard: int, name: str, out: np.ndarray | None = None
     ) -> np.ndarray:
-        stream = self._pull_streams[server](
+        stream = self._routes.servers[server].pull(
             ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw(shard)
         )
         flat: np.ndarray | None = None
@@ -258,7 +246,7 @@ class PSClient:
         return int(
             self._routes.call(
                 shard,
-                lambda server: self._push_streams[server](
+                lambda server: self._routes.servers[server].push(
                     chunks.push_messages(name, origin, grad, self.chunk_bytes), **self._kw(shard)
                 ),
                 PUSH_ATTEMPTS,

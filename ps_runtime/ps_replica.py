@@ -4,26 +4,14 @@ A server holds its own shard and backs up the `replication` shards before it (se
 `replicas`). Updates it takes from a client it forwards to the shard's other live
 replicas, applies meanwhile, and answers when all are done; forwarded ones it only
 applies. A replica that stops answering is dropped from the forwarding set; it comes
-back only by rejoining:
-
-1. the replacement marks its shards *syncing*: it refuses clients (UNAVAILABLE, so they
-   use another replica) and keeps the updates it is forwarded for later;
-2. it asks a live replica for a copy (CopyShard). That source first adds it as a
-   *joiner*, then takes the copy with no update half-applied. From then on the source
-   forwards it every update it applies, also those it was itself forwarded;
-3. it loads the copy (values, optimizer slots and the push log), replays what it kept
-   (the push log skips what the copy already holds) and starts serving;
-4. it tells the other replicas it has joined, the source last. A replica that gets
-   Join first lets its updates in flight reach the source, so none of them misses the
-   replacement.
+back only by rejoining (`ps_rejoin`): it copies the shard from a live replica and joins.
+A server that moved (a new address for its index) says so when it copies and joins.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -32,13 +20,12 @@ from typing import Any
 
 import grpc
 
-from ps_runtime import checkpoint, rpc
+from ps_runtime import rpc
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.ps_store import ParameterStore
 from ps_runtime.replicas import (
     FORWARDED_KEY,
     SHARD_KEY,
-    NoLiveReplica,
     Replicas,
     metadata_value,
     shard_metadata,
@@ -46,8 +33,6 @@ from ps_runtime.replicas import (
 
 log = logging.getLogger(__name__)
 
-COPY_PIECE_BYTES = 1 << 20
-REJOIN_TIMEOUT_S = 30.0
 # A peer that refuses a forward at once (its channel may still be waiting out a
 # reconnect backoff) is given this long to take it before it counts as down.
 PEER_GRACE_S = 0.5
@@ -169,6 +154,23 @@ class ReplicaSet:
             self._stubs.pop(server, None)
             self._streams.pop(server, None)
 
+    def move(self, server: int, address: str) -> None:
+        """`server` now listens at `address` (it moved, or a replacement took its place
+        elsewhere): later calls to it go there."""
+        with self._lock:
+            if not address or address == self.addresses[server]:
+                return
+            old, self.addresses = (
+                self.addresses[server],
+                (
+                    *self.addresses[:server],
+                    address,
+                    *self.addresses[server + 1 :],
+                ),
+            )
+        log.warning("parameter server %d moved from %s to %s", server, old, address)
+        self.reconnect(server)
+
     def push_stream(self, server: int) -> Any:
         """PushDenseStream to another server, taking serialized chunks."""
         self.stub(server)
@@ -271,128 +273,3 @@ class ReplicaSet:
                         shard.joining.discard(target)
                 else:
                     log.error("shard %d: replica %d refused an update: %s", shard.index, target, e)
-
-    # ------------------------------------------------------------ rejoining
-
-    def copy_out(self, shard: Shard, joiner: int) -> Iterator[ps_pb2.ShardPiece]:
-        """A consistent copy of `shard` for `joiner`, forwarded every later update."""
-        self.reconnect(joiner)
-        with shard.lock:
-            shard.live.discard(joiner)
-            shard.joining.add(joiner)
-        buffer = io.BytesIO()
-        with shard.applying.quiet():
-            checkpoint.write_shard(shard.store, buffer, shard.index, self.replicas.servers, step=0)
-            push_log = shard.store.push_log.dump()
-        data = buffer.getbuffer()
-        for start in range(0, len(data), COPY_PIECE_BYTES):
-            yield ps_pb2.ShardPiece(data=bytes(data[start : start + COPY_PIECE_BYTES]))
-        yield ps_pb2.ShardPiece(push_log=push_log)
-
-    def joined(self, shard: Shard, server: int) -> None:
-        """`server` holds the whole shard: forward it updates as to any replica."""
-        with shard.lock:
-            back = server not in shard.live and server not in shard.joining
-        if back:
-            self.reconnect(server)
-        with shard.routing.quiet():  # updates in flight reach the source first
-            with shard.lock:
-                shard.joining.discard(server)
-                shard.live.add(server)
-
-    def rejoin(self, replacement: bool, timeout: float = REJOIN_TIMEOUT_S) -> None:
-        """Copy every shard held here from a live replica (step 2 to 4 of the module doc).
-
-        A first start finds no replica with anything and starts empty. A replacement
-        that finds none within `timeout` raises: its shards' updates are lost, and only
-        a restart from a checkpoint can bring them back.
-        """
-        for shard in self.shards.values():
-            shard.syncing = True
-        deadline = time.monotonic() + timeout
-        pending = list(self.shards.values())
-        while pending:
-            for shard in list(pending):
-                source = self._copy_in(shard)
-                if source is not None:
-                    self._announce(shard, source)
-                elif not replacement:
-                    self._serve(shard)
-                else:
-                    continue
-                pending.remove(shard)
-            if pending:
-                if time.monotonic() > deadline:
-                    raise NoLiveReplica(
-                        f"parameter server {self.index}: no live replica of shards "
-                        f"{[s.index for s in pending]} to copy from within {timeout:.0f}s"
-                    )
-                time.sleep(0.2)
-
-    def _copy_in(self, shard: Shard) -> int | None:
-        for source in self.replicas.chain(shard.index):
-            if source == self.index:
-                continue
-            request = ps_pb2.CopyShardRequest(shard=shard.index, server=self.index)
-            try:
-                pieces = self.stub(source).CopyShard(
-                    request, metadata=self.metadata(shard.index, forwarded=False), timeout=60
-                )
-                data, push_log = bytearray(), ""
-                for piece in pieces:
-                    data += piece.data
-                    push_log = piece.push_log or push_log
-            except grpc.RpcError as e:
-                log.info("shard %d: no copy from server %d (%s)", shard.index, source, e.code())
-                continue
-            with shard.lock:
-                count = checkpoint.restore_copy(
-                    shard.store, io.BytesIO(bytes(data)), shard.index, self.replicas.servers
-                )
-                shard.store.push_log.load(push_log)
-            kept = self._serve(shard)
-            log.info(
-                "shard %d: copied %d variables (%d bytes) from server %d, then %d updates",
-                shard.index,
-                count,
-                len(data),
-                source,
-                kept,
-            )
-            return source
-        return None
-
-    def _serve(self, shard: Shard) -> int:
-        """Apply what was forwarded while syncing and start serving; return how many."""
-        with shard.lock:
-            kept = len(shard.kept)
-            for apply in shard.kept:
-                try:
-                    apply(shard.store)
-                except Exception as e:  # the replica that sent it applied it alike
-                    log.error("shard %d: a forwarded update failed here: %s", shard.index, e)
-            shard.kept.clear()
-            shard.syncing = False
-        return kept
-
-    def _announce(self, shard: Shard, source: int | None) -> None:
-        if source is None:
-            return
-        others = [p for p in self.replicas.chain(shard.index) if p not in (self.index, source)]
-        for peer in [*others, source]:
-            try:
-                self.stub(peer).Join(
-                    ps_pb2.JoinRequest(shard=shard.index, server=self.index),
-                    metadata=self.metadata(shard.index, forwarded=False),
-                    timeout=10,
-                    wait_for_ready=True,  # not refused while the channel reconnects
-                )
-            except grpc.RpcError as e:
-                # Down, or restarting: a forward that fails drops it, and it comes
-                # back by copying the shard and joining like this server did.
-                log.warning(
-                    "shard %d: server %d did not take the join: %s", shard.index, peer, e.code()
-                )
-            else:
-                with shard.lock:
-                    shard.live.add(peer)

@@ -7,6 +7,10 @@ moves on to the next server of the shard's chain and repeats the call there, wit
 same origin for a push, so an update the dead server forwarded before it died is not
 applied twice. A restarted server is not asked again until the one answering fails: it
 serves as a backup.
+
+A server of a replicated job may move to another address while the job runs (`move`):
+calls already on their way to the old address finish or fail there (and fail over like
+any other), later ones go to the new one.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
 
-from ps_runtime import rpc
+from ps_runtime import chunks, rpc
+from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.replicas import Replicas, next_in_chain, shard_metadata
 
 log = logging.getLogger(__name__)
@@ -30,6 +36,38 @@ PUSH_ATTEMPTS = 3
 # How long a call keeps trying a shard's replicas when none answers (a replacement
 # copying the shard, or every replica down).
 FAILOVER_S = 30.0
+_SERVICE = "/trainhub.ps.ParameterServer"
+
+
+@dataclass(frozen=True)
+class Server:
+    """A client's channel to one PS server, with the stub and the bulk streams on it."""
+
+    address: str
+    channel: grpc.Channel
+    stub: Any
+    pull: Any  # PullDenseStream, decoding chunks without the generated classes (`chunks`)
+    push: Any  # PushDenseStream, taking serialized chunks
+
+    @classmethod
+    def connect(cls, address: str) -> Server:
+        channel = rpc.create_channel(address)
+        return cls(
+            address,
+            channel,
+            # grpcio-tools writes the stub modules without type hints.
+            ps_pb2_grpc.ParameterServerStub(channel),  # type: ignore[no-untyped-call]
+            channel.unary_stream(
+                f"{_SERVICE}/PullDenseStream",
+                request_serializer=ps_pb2.PullDenseRequest.SerializeToString,
+                response_deserializer=chunks.decode_chunk,
+            ),
+            channel.stream_unary(
+                f"{_SERVICE}/PushDenseStream",
+                request_serializer=None,
+                response_deserializer=ps_pb2.PushResponse.FromString,
+            ),
+        )
 
 
 class Routes:
@@ -37,7 +75,7 @@ class Routes:
 
     def __init__(self, addresses: Sequence[str], token: str, replication: int = 0) -> None:
         self.replicas = Replicas(len(addresses), replication)
-        self.addresses = tuple(addresses)
+        self.servers = [Server.connect(a) for a in addresses]
         auth = rpc.auth_metadata(token)
         self.metadata = [auth + shard_metadata(s) for s in range(len(addresses))]
         self._current = list(range(len(addresses)))
@@ -46,6 +84,29 @@ class Routes:
     @property
     def replication(self) -> int:
         return self.replicas.replication
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return tuple(s.address for s in self.servers)
+
+    def move(self, addresses: Sequence[str]) -> None:
+        """Servers now at other addresses (same count, same order): connect to them."""
+        if len(addresses) != len(self.servers):
+            raise ValueError(
+                f"{len(addresses)} PS addresses for {len(self.servers)} servers: a job's "
+                "servers move, they are not added or removed"
+            )
+        for i, address in enumerate(addresses):
+            old = self.servers[i]
+            if address != old.address:
+                # The old channel is left to the calls still on it (closing it would
+                # cancel them); it goes when they are done.
+                self.servers[i] = Server.connect(address)
+                log.warning("parameter server %d moved from %s to %s", i, old.address, address)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.channel.close()
 
     def server(self, shard: int) -> int:
         """The server this client asks for `shard` now."""

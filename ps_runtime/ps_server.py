@@ -12,7 +12,7 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2
 
-from ps_runtime import chunks, rpc
+from ps_runtime import chunks, ps_rejoin, rpc
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.ps_replica import ReplicaSet
 from ps_runtime.ps_service import FORWARD_TIMEOUT_S, ShardService, _call
@@ -348,7 +348,7 @@ def create_ps_server(
     server.start()
     if replication:
         try:
-            replicas.rejoin(replacement=rejoin)
+            ps_rejoin.rejoin(replicas, replacement=rejoin)
         except BaseException:
             server.stop(0)
             raise

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ps_runtime import checkpoint, taskenv
+from ps_runtime import checkpoint, ps_rejoin, taskenv
 from ps_runtime.proto import ps_pb2
 from ps_runtime.ps_replica import ReplicaSet
 from ps_runtime.ps_stats import ServerStats
@@ -148,8 +148,9 @@ class ShardService:
     def CopyShard(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         shard = self.replicas.shard_of(context)
         self.replicas.for_client(shard, context)  # a replica still syncing has no copy
-        yield from self.replicas.copy_out(shard, int(request.server))
+        yield from ps_rejoin.copy_out(self.replicas, shard, int(request.server), request.address)
 
     def Join(self, request: Any, context: grpc.ServicerContext) -> Any:
-        self.replicas.joined(self.replicas.shard_of(context), int(request.server))
+        shard = self.replicas.shard_of(context)
+        ps_rejoin.joined(self.replicas, shard, int(request.server), request.address)
         return ps_pb2.JoinResponse()

@@ -262,24 +262,28 @@ class CheckpointResponse(_message.Message):
     def __init__(self, path: _Optional[str] = ..., variables: _Optional[int] = ...) -> None: ...
 
 class JoinRequest(_message.Message):
-    __slots__ = ("shard", "server")
+    __slots__ = ("shard", "server", "address")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     shard: int
     server: int
-    def __init__(self, shard: _Optional[int] = ..., server: _Optional[int] = ...) -> None: ...
+    address: str
+    def __init__(self, shard: _Optional[int] = ..., server: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class JoinResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class CopyShardRequest(_message.Message):
-    __slots__ = ("shard", "server")
+    __slots__ = ("shard", "server", "address")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
     shard: int
     server: int
-    def __init__(self, shard: _Optional[int] = ..., server: _Optional[int] = ...) -> None: ...
+    address: str
+    def __init__(self, shard: _Optional[int] = ..., server: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ShardPiece(_message.Message):
     __slots__ = ("data", "push_log")

@@ -71,6 +71,14 @@ class Servers:
             assert time.monotonic() < deadline, f"ps {index} not serving after {timeout}s"
             time.sleep(0.1)
 
+    def move(self, index: int) -> subprocess.Popen[bytes]:
+        """Start server `index` afresh on a new port (a replacement on another node, as
+        the platform moves a server); return the old process, still running."""
+        old = self.procs[index]
+        self.addresses[index] = f"127.0.0.1:{free_ports(1)[0]}"
+        self.start(index, rejoin=True)
+        return old
+
     def kill(self, index: int) -> None:
         self.procs[index].send_signal(signal.SIGKILL)
         self.procs[index].wait()
@@ -196,6 +204,27 @@ def test_a_killed_primary_loses_no_acknowledged_update_and_its_replacement_serve
         pusher.pushes_after(20)
     assert failover_s < 2.0, f"the first push after the kill took {failover_s:.2f}s"
     assert client._routes.server(1) == 1  # shard 1 is answered by the replacement again
+    _assert_state_is_the_replay(client, pusher)
+    client.close()
+
+
+def test_a_server_moved_to_another_address_keeps_every_update(servers_r1: Servers) -> None:
+    servers = servers_r1
+    client = _client(servers, 1)
+    with Pusher(client) as pusher:
+        pusher.pushes_after(20)
+        old = servers.move(1)  # the replacement copies shards 1 and 0 from servers 2 and 0
+        old.send_signal(signal.SIGTERM)  # the platform stops the old one meanwhile
+        assert old.wait(timeout=30) == 0
+        pusher.pushes_after(20)
+        servers.wait_serving(1)
+        client.move(servers.addresses)  # the coordinator reads the new cluster file
+        pusher.pushes_after(20)
+        # Server 0 learnt the new address when the replacement joined it: with server 0
+        # gone, shard 0 lives on the moved server alone, with every update.
+        servers.kill(0)
+        pusher.pushes_after(20)
+    assert client.addresses[1] == servers.addresses[1]
     _assert_state_is_the_replay(client, pusher)
     client.close()
 
