@@ -139,7 +139,7 @@ def test_sigkill_during_save_leaves_previous_checkpoint_loadable(tmp_path: Path)
         expected_rows = t.lookup(np.arange(1000))
         s.save_checkpoint("ckpt-1", step=1)
         v.push_gradient(np.full((64, 1 << 20), 100.0, np.float32))  # 1 - 0.01 * 100 = 0
-        future = s.ps_client._stubs[0].SaveCheckpoint.future(
+        future = s.ps_client._routes.servers[0].stub.SaveCheckpoint.future(
             checkpoint_request("ckpt-2", 2), metadata=s.ps_client._kw(0)["metadata"]
         )
         deadline = time.monotonic() + 30

@@ -126,7 +126,7 @@ def test_too_large_and_malformed_requests_get_clear_errors() -> None:
     with LocalCluster() as cluster:
         strategy = ParameterServerStrategy(cluster.resolver)
         strategy.create_variable("v", (4,))
-        stub = strategy.ps_client._stubs[0]
+        stub = strategy.ps_client._routes.servers[0].stub
         md = strategy.ps_client._kw(0)["metadata"]
         huge = ps_pb2.PushDenseRequest(
             name="v", grad=ps_pb2.Tensor(dtype="<f4", shape=[1], data=b"\0" * (40 << 20))
@@ -164,12 +164,14 @@ def test_a_retransmitted_push_is_applied_once() -> None:
             grads=encode_tensor(np.ones((1, 2), np.float32)),
             origin=origin,
         )
-        replies = [client._stubs[0].PushRowGrads(req, **client._kw(0)) for _ in range(2)]
+        replies = [
+            client._routes.servers[0].stub.PushRowGrads(req, **client._kw(0)) for _ in range(2)
+        ]
         assert [r.duplicate for r in replies] == [False, True]
         np.testing.assert_array_equal(t.lookup(np.array([3])), [[-1.0, -1.0]])
         # A new incarnation of the same worker starts a fresh sequence space.
         req.origin.incarnation = 2
-        client._stubs[0].PushRowGrads(req, **client._kw(0))
+        client._routes.servers[0].stub.PushRowGrads(req, **client._kw(0))
         np.testing.assert_array_equal(t.lookup(np.array([3])), [[-2.0, -2.0]])
         strategy.close()
 

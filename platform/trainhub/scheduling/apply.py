@@ -13,6 +13,7 @@ from trainhub.jobs.models import Task
 from trainhub.jobs.services import (
     Placement,
     Start,
+    move_server,
     place_jobs,
     preempt_job,
     rescale_workers,
@@ -103,6 +104,7 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
         + [r.job_id for r in d.remove_workers]
         + [s.job_id for s in d.starts]
         + [a.job_id for a in d.add_workers]
+        + [m.job_id for m in d.move_servers]
     )
     for p in d.preemptions:
         preempt_job(job=view.job(p.job_id), grace_seconds=p.grace_seconds, reason=p.reason, now=now)
@@ -122,6 +124,16 @@ def apply_decisions(view: ClusterView, d: policy.Decisions, now: datetime) -> No
         )
         rescale_workers(job=view.job(job_id), add=[], stop=stop, now=now, why=items[0].reason)
     slots = NodeSlots(view)
+    for m in d.move_servers:
+        port = slots.port(m.to_node_id)
+        move_server(
+            job=view.job(m.job_id),
+            index=m.index,
+            node_id=m.to_node_id,
+            port=port,
+            why=m.reason,
+            now=now,
+        )
     for s in d.starts:
         for t in s.tasks:
             slots.claim_model_gpus(s.job_id, t)
@@ -167,6 +179,11 @@ def describe_decisions(d: policy.Decisions) -> list[str]:
     lines = []
     for p in d.preemptions:
         lines.append(f"preempt job {p.job_id} (grace {p.grace_seconds:g} s): {p.reason}")
+    for m in d.move_servers:
+        lines.append(
+            f"move ps {m.index} of job {m.job_id} from node {m.from_node_id} to node "
+            f"{m.to_node_id}: {m.reason}"
+        )
     for r in d.remove_workers:
         lines.append(f"remove worker {r.index} of job {r.job_id} on node {r.node_id}: {r.reason}")
     for s in d.starts:
@@ -191,6 +208,7 @@ def summary(d: policy.Decisions) -> dict[str, int]:
         "add_workers": len(d.add_workers),
         "remove_workers": len(d.remove_workers),
         "preemptions": len(d.preemptions),
+        "move_servers": len(d.move_servers),
         "pending": len(d.pending_reasons),
         "reservations": len(d.reservations),
     }

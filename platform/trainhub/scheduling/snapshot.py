@@ -173,6 +173,7 @@ class Asked:
     coordinator: policy.Resources
     freeze_seconds: float
     checkpoint_every_seconds: float
+    ps_replication: int = 0
 
 
 class _AskedCache:
@@ -225,6 +226,7 @@ def asked_of(spec: JobSpec) -> Asked:
         coordinator=_resources(spec.coordinator.resources),
         freeze_seconds=float(spec.freeze_seconds),
         checkpoint_every_seconds=float(spec.checkpoint_every_seconds),
+        ps_replication=spec.parameter_servers.replication,
     )
 
 
@@ -269,6 +271,7 @@ def _job(job: dict[str, Any], spec: Asked, tasks: list[policy.Task]) -> policy.J
         # and this period: the work a preemption would lose.
         checkpoint_every_seconds=spec.checkpoint_every_seconds,
         preemptions=job["preemptions"],
+        ps_replication=spec.ps_replication,
     )
 
 

@@ -99,9 +99,15 @@ def beat_command(schedule_file: Path) -> list[str]:
 
 
 def enroll_agent(
-    server: str, token: str, state_file: Path, env: Mapping[str, str], address: str = "127.0.0.1"
+    server: str,
+    token: str,
+    state_file: Path,
+    env: Mapping[str, str],
+    address: str = "127.0.0.1",
+    name: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `trainhub-agent enroll` for a local agent; the caller checks the return code."""
+    """Run `trainhub-agent enroll` for a local agent (named after the host unless `name`);
+    the caller checks the return code."""
     return subprocess.run(
         [
             sys.executable,
@@ -115,6 +121,7 @@ def enroll_agent(
             str(state_file),
             "--address",
             address,
+            *(["--name", name] if name else []),
         ],
         env=dict(env),
         capture_output=True,

@@ -14,7 +14,7 @@ what that means for browsers, agents and the scheduler.
 from __future__ import annotations
 
 from .batch_placement import Start, place_jobs
-from .placement import Placement, place_job, rescale_workers, set_pending_reasons
+from .placement import Placement, move_server, place_job, rescale_workers, set_pending_reasons
 from .preemption import advance_preemption, preempt_job
 from .reports import (
     nodes_with_unstarted_stops,
@@ -35,6 +35,7 @@ __all__ = [
     "cancel_job",
     "check_submission",
     "clone_job",
+    "move_server",
     "nodes_with_unstarted_stops",
     "place_job",
     "place_jobs",

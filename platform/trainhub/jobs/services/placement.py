@@ -175,3 +175,35 @@ def new_attempt(tasks: QuerySet[Task], *, rejoin: bool = False, **placement: Any
         started_at=None,
         finished_at=None,
     )
+
+
+@transaction.atomic
+def move_server(*, job: Job, index: int, node_id: int, port: int, why: str, now: datetime) -> bool:
+    """Place PS `index` of a running job with replicated shards on node `node_id`: the
+    new attempt there copies its shards from a live replica and joins them (the job's
+    other tasks read its address from their cluster file) while its node's agent stops
+    the old one. False, changing nothing, when a server of the job is not running (one
+    still copying would leave a shard without a live replica to copy from)."""
+    servers = list(Task.objects.select_for_update().filter(job=job, role=TaskRole.PS))
+    server = next((t for t in servers if t.index == index), None)
+    if (
+        job.state != JobState.RUNNING
+        or job.job_spec.parameter_servers.replication <= 0
+        or server is None
+        or any(t.state != TaskState.RUNNING or t.desired != DesiredState.RUN for t in servers)
+    ):
+        return False
+    old_node = server.node_id
+    new_attempt(Task.objects.filter(pk=server.pk), rejoin=True, node_id=node_id, port=port)
+    names = dict(Node.objects.filter(pk__in=[old_node, node_id]).values_list("pk", "hostname"))
+    record_event(
+        job,
+        kind="move",
+        reason=f"ps {index} moved from {names.get(old_node or 0)} to {names.get(node_id)} "
+        f"({why}); "
+        "it copies its shards from a live replica while the job runs on",
+        actor="scheduler",
+        now=now,
+    )
+    notify_nodes([old_node, *Task.objects.filter(job=job).values_list("node_id", flat=True)])
+    return True

@@ -100,6 +100,8 @@ class Job:
     checkpoint_every_seconds: float = 300.0
     last_checkpoint_at: float | None = None
     preemptions: int = 0  # times preempted so far
+    # Backups of each PS shard: a job with some can have a server moved while it runs.
+    ps_replication: int = 0
 
     @property
     def weight(self) -> int:
@@ -204,6 +206,18 @@ class RemoveWorker:
 
 
 @dataclass(frozen=True, slots=True)
+class MoveServer:
+    """Place parameter server `index` of a running job with replicated shards on another
+    node: its replacement copies its shards from a live replica, then the old one stops."""
+
+    job_id: int
+    index: int
+    from_node_id: int
+    to_node_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class PreemptJob:
     job_id: int
     grace_seconds: float
@@ -216,6 +230,7 @@ class Decisions:
     add_workers: list[AddWorker] = field(default_factory=list)
     remove_workers: list[RemoveWorker] = field(default_factory=list)
     preemptions: list[PreemptJob] = field(default_factory=list)
+    move_servers: list[MoveServer] = field(default_factory=list)
     pending_reasons: dict[int, str] = field(default_factory=dict)
     # The complete set to carry into the next snapshot (old ones not listed are released).
     reservations: list[Reservation] = field(default_factory=list)

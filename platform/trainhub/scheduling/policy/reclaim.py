@@ -1,6 +1,10 @@
-"""Making room for a blocked pending job: shrink, then evict, then preempt.
+"""Making room for a blocked pending job: move, shrink, then evict, then preempt.
 
 Victims, in the order they are taken:
+0. (reclaim only) a parameter server of a borrowing job with replicated shards, moved to
+   another node with room for it (`units.move_units`): the job runs on, nobody loses
+   work. Moves shift capacity between nodes and free none, so they help a job that
+   fits the free capacity in total but finds no node for one of its tasks;
 1. elastic jobs above their minimum, one worker at a time (nobody is preempted while a
    shrink can still help): for reclaim the most-fulfilled first; for fair share those of
    the team farthest above its fair share first;
@@ -30,23 +34,24 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 
-from .model import WORKER, Job, PreemptJob, RemoveWorker, Resources, Task
+from .model import Job, Resources
 from .placement import Placed, TaskSpec
 from .quota import Admission
 from .state import CycleState, RunningJob, may_borrow_for
+from .units import (
+    Unit,
+    give_back_unit,
+    move_units,
+    preempt_unit,
+    record_unit,
+    take_unit,
+    worker_unit,
+)
 
 MAX_VICTIM_UNITS = 256  # bounds the work of one attempt
 SOLE_LOOKAHEAD = 32  # victims of each kind looked at for one that alone makes room
 SOLE_TRIES = 64  # victims checked fully in that search, per attempt
 SOLE_ATTEMPTS = 8  # attempts per cycle that search (bounds a cycle's work, as attempts do)
-
-
-@dataclass
-class _Unit:
-    job: RunningJob
-    preempt: bool  # else: remove one worker
-    tasks: list[tuple[int, Resources]]  # (node position, resources)
-    worker: Task | None = None
 
 
 def _eligible(
@@ -68,28 +73,6 @@ def _fair_key_after(st: CycleState, job: Job) -> tuple[int, float]:
         st.book.remove(job.team, job.demand())
 
 
-def _worker_unit(st: CycleState, rj: RunningJob) -> _Unit:
-    worker = max((t for t in rj.tasks if t.role == WORKER), key=lambda t: t.index)
-    return _Unit(
-        rj,
-        preempt=False,
-        tasks=[(st.cap.position[worker.node_id], worker.resources)],
-        worker=worker,
-    )
-
-
-def _preempt_unit(st: CycleState, rj: RunningJob) -> _Unit:
-    return _Unit(
-        rj,
-        preempt=True,
-        tasks=[
-            (st.cap.position[t.node_id], t.resources)
-            for t in rj.tasks
-            if t.node_id in st.cap.position
-        ],
-    )
-
-
 @dataclass
 class _Victims:
     """Running jobs that could give way, in victim order; built once per cycle."""
@@ -97,6 +80,7 @@ class _Victims:
     cpu_on_gpu: list[RunningJob]
     elastic: list[RunningJob]
     borrowers: list[RunningJob]
+    movable: list[RunningJob]  # borrowers with replicated PS shards, by job id
 
 
 def _victims(st: CycleState) -> _Victims:
@@ -130,9 +114,28 @@ def _victims(st: CycleState) -> _Victims:
         borrowers=sorted(
             (rj for rj in running if any(t.borrowed for t in rj.tasks)), key=preempt_order
         ),
+        movable=[
+            rj for rj in running if rj.job.ps_replication > 0 and any(t.borrowed for t in rj.tasks)
+        ],
     )
     st.victims = victims
     return victims
+
+
+def _opens(st: CycleState, unit: Unit, job: Job, shapes: list[Resources]) -> bool:
+    """Whether moving the unit's server lets its node take a task of `job` it cannot take
+    now (for want of room, or because the node is the mover's team's alone)."""
+    ((pos, _),) = unit.tasks
+    blocked = [r for r in shapes if not st.cap.could_take(pos, job.team, [r])]
+    if not blocked:
+        return False
+    mark = st.cap.mark()
+    take_unit(st, unit)
+    try:
+        return st.cap.could_take(pos, job.team, blocked)
+    finally:
+        give_back_unit(st, unit)
+        st.cap.restored(mark)
 
 
 @dataclass
@@ -140,13 +143,13 @@ class _Sole:
     """A search for one victim whose preemption alone, beside the units already taken,
     gives the job its room; `test` spends one of `tries` on each victim it checks fully."""
 
-    test: Callable[[_Unit], bool]
+    test: Callable[[Unit], bool]
     tries: int = SOLE_TRIES
 
 
 def _candidates(
     st: CycleState, job: Job, reclaim: bool, sole_search: _Sole | None = None
-) -> Iterator[_Unit]:
+) -> Iterator[Unit]:
     """Victim units in order, lazily (each one taken before the next is computed)."""
     key = (0, 0.0) if reclaim else _fair_key_after(st, job)
     teams = {
@@ -173,6 +176,19 @@ def _candidates(
         above = 0.0 if reclaim else -st.book.fair_key(rj.job.team)[1]
         return (above, -rj.workers / rj.job.workers_max, rj.job.id, rj)
 
+    moved: set[int] = set()
+    if reclaim:
+        # A move loses no work: first, one server per job, from a node that could then
+        # take one of the job's tasks.
+        shapes = list({res.as_tuple(): res for _, _, res in job.gang()}.values())
+        for rj in victims.movable:
+            if not usable(rj) or not _eligible(st, rj, job, reclaim, key):
+                continue
+            helps = (u for u in move_units(st, rj) if _opens(st, u, job, shapes))
+            unit = next(helps, None)
+            if unit is not None:
+                moved.add(rj.job.id)  # not preempted in this attempt as well
+                yield unit
     heap = [
         shrink_order(rj) for rj in victims.elastic if usable(rj) and rj.workers > rj.job.workers_min
     ]
@@ -181,7 +197,7 @@ def _candidates(
         rj = heapq.heappop(heap)[3]
         if rj.gone or rj.workers <= rj.job.workers_min or not _eligible(st, rj, job, reclaim, key):
             continue
-        yield _worker_unit(st, rj)
+        yield worker_unit(st, rj)
         if rj.workers > rj.job.workers_min:
             heapq.heappush(heap, shrink_order(rj))
     gpu = job.worker.gpu > 0
@@ -190,21 +206,27 @@ def _candidates(
         # Only work beyond its team's nominal quota is evicted for a GPU job.
         return (
             usable(rj)
+            and rj.job.id not in moved
             and st.book.is_borrowing(rj.job.team)
             and _eligible(st, rj, job, reclaim, key)
             and (reclaim or not young(rj))
         )
 
     def borrower_ok(rj: RunningJob) -> bool:
-        return reclaim and usable(rj) and _eligible(st, rj, job, reclaim, key)
+        return (
+            reclaim
+            and usable(rj)
+            and rj.job.id not in moved
+            and _eligible(st, rj, job, reclaim, key)
+        )
 
-    def sole() -> _Unit | None:
+    def sole() -> Unit | None:
         # Among the first victims in order, one whose preemption alone completes the room.
         if sole_search is None or sole_search.tries <= 0:
             return None
         ahead = list(islice(filter(cpu_ok, victims.cpu_on_gpu if gpu else ()), SOLE_LOOKAHEAD))
         ahead += islice(filter(borrower_ok, victims.borrowers), 2 * SOLE_LOOKAHEAD - len(ahead))
-        units = map(partial(_preempt_unit, st), ahead)
+        units = map(partial(preempt_unit, st), ahead)
         return next((u for u in units if sole_search.test(u)), None)
 
     phases = [(victims.cpu_on_gpu if gpu else [], cpu_ok)]
@@ -219,30 +241,7 @@ def _candidates(
                 yield unit
                 if not ok(rj):
                     continue
-            yield _preempt_unit(st, rj)
-
-
-def _apply(st: CycleState, unit: _Unit, sign: int) -> None:
-    """Tentatively free (sign=+1) or re-hold (sign=-1) a victim unit."""
-    total = Resources()
-    for pos, res in unit.tasks:
-        if sign > 0:
-            st.cap.give_back(pos, res, unit.job.job.team)
-        else:
-            st.cap.take(pos, res, unit.job.job.team)
-        total = total + res
-    if sign > 0:
-        st.book.remove(unit.job.job.team, total)
-    else:
-        st.book.add(unit.job.job.team, total)
-    if unit.preempt:
-        unit.job.gone = sign > 0
-    elif unit.worker is not None:
-        unit.job.workers -= sign
-        if sign > 0:
-            unit.job.tasks.remove(unit.worker)
-        else:
-            unit.job.tasks.append(unit.worker)
+            yield preempt_unit(st, rj)
 
 
 def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
@@ -262,7 +261,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     st.make_room_attempts += 1
     may_borrow = may_borrow_for(st, job)
     free = st.cap.free_total()
-    taken: list[_Unit] = []
+    taken: list[Unit] = []
     freed = Resources()
     placed: list[Placed] | None = None
     # `tried`: a placement failed with the nodes as they are, but for those freed since
@@ -271,7 +270,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     hostable = False  # a node freed since then could take one of the gang's tasks
     shapes = list({res.as_tuple(): res for _, _, res in gang}.values())
 
-    def completes(unit: _Unit) -> bool:
+    def completes(unit: Unit) -> bool:
         add = Resources()
         for _, res in unit.tasks:
             add = add + res
@@ -289,7 +288,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         if tried and not hostable and not st.cap.room_after(unit.tasks, shapes):
             return False
         mark = st.cap.mark()
-        _apply(st, unit, +1)
+        take_unit(st, unit)
         try:
             # Placing failed as things are: it succeeds only on a node the unit frees.
             if tried and not hostable:
@@ -300,7 +299,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
                 st.cap.unplace(placed, job.team)
             return placed is not None
         finally:
-            _apply(st, unit, -1)
+            give_back_unit(st, unit)
             st.cap.restored(mark)
 
     search = _Sole(completes)
@@ -308,10 +307,10 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     for unit in _candidates(st, job, reclaim, search if searching else None):
         if len(taken) >= MAX_VICTIM_UNITS:
             break
-        _apply(st, unit, +1)
+        take_unit(st, unit)
         taken.append(unit)
-        for pos, res in unit.tasks:
-            freed = freed + res
+        freed = freed + unit.frees
+        for pos, _ in unit.tasks:
             # Nodes only gain room here, so a node checked once needs checking again only
             # when it gains more.
             hostable = hostable or st.cap.could_take(pos, job.team, shapes)
@@ -328,7 +327,7 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         tried, hostable = True, False
     if placed is None:
         for unit in reversed(taken):
-            _apply(st, unit, -1)
+            give_back_unit(st, unit)
         st.no_room.add(memo)
         return False
     # Keep only victims whose capacity the placement uses, or that the quota needs gone.
@@ -337,15 +336,15 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     spare = [u for u in taken if u not in needed]
     st.cap.unplace(placed, job.team)
     for unit in reversed(spare):
-        _apply(st, unit, -1)
+        give_back_unit(st, unit)
         again = st.book.admit(job.team, demand, may_borrow)
         if not again.ok or again.reclaim:
-            _apply(st, unit, +1)
+            take_unit(st, unit)
             needed.append(unit)
     placed = st.cap.place_gang(job.team, gang)
     if placed is None:  # cannot happen: the same capacity as before; stay safe
         for unit in reversed(needed):
-            _apply(st, unit, -1)
+            give_back_unit(st, unit)
         return False
     # The victims still hold their capacity until they stop: hold it again, and the job's
     # placement is reserved, so the node is accounted twice until then (never over-given).
@@ -356,10 +355,11 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
         for pos, res in unit.tasks:
             st.cap.take(pos, res, unit.job.job.team)
         if unit.preempt or id(unit.job) not in preempted:
-            _record(st, unit, job)
+            record_unit(st, unit, job)
     st.reserve(job, placed)
     n = sum(len(u.tasks) for u in needed)
-    st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to stop")
+    how = "stop or move" if any(u.server is not None for u in needed) else "stop"
+    st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to {how}")
     return True
 
 
@@ -370,19 +370,3 @@ def could_ever_fit(st: CycleState, gang: tuple[TaskSpec, ...], demand: Resources
     if not all(res.fits_in(largest) for _, _, res in gang):
         return False
     return demand.fits_in(Resources(*st.book.capacity))
-
-
-def _record(st: CycleState, unit: _Unit, job: Job) -> None:
-    rj = unit.job
-    rj.touched = True
-    why = f"making room for job {job.id} of team {job.team}"
-    if unit.preempt:
-        st.decisions.preemptions.append(
-            PreemptJob(rj.job.id, st.snapshot.config.preemption_grace_seconds, why)
-        )
-        rj.tasks = []
-        return
-    assert unit.worker is not None
-    st.decisions.remove_workers.append(
-        RemoveWorker(rj.job.id, unit.worker.index, unit.worker.node_id, why)
-    )

@@ -13,6 +13,7 @@ key `started` and `ended`.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import defaultdict
@@ -294,6 +295,17 @@ class Simulator:
             sj.preemptions += 1
             sj.version += 1
             rec.preempted(sj, lost)
+        for m in d.move_servers:  # the job runs on; its server runs on another node
+            sj = jobs[m.job_id]
+            sj.set_tasks(
+                [
+                    dataclasses.replace(t, node_id=m.to_node_id)
+                    if t.role == PS and t.index == m.index
+                    else t
+                    for t in sj.tasks
+                ],
+                self.cluster.capacity,
+            )
         for r in d.remove_workers:
             sj = jobs[r.job_id]
             sj.set_tasks(

@@ -1,0 +1,130 @@
+"""Reclaim moves a server instead of preempting: a borrowing job with replicated PS shards
+holds room on a node the quota's owner needs; the scheduler places one of its servers on
+another node (the replacement copies its shards from a live replica, the old one stops)
+and the job runs on, never leaving `running`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trainhub.standalone.processes import agent_command, enroll_agent
+
+from .cluster import LiveCluster, job_processes
+from .test_recovery import _events, _wait_metric
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+def _cpu(cpu: float) -> dict[str, Any]:
+    return {"cpu": cpu, "memory_mb": 512}
+
+
+def _spec(
+    name: str, team: str, *, ps: int, replication: int, worker: float, epochs: int
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": team,
+        "priority": "experiment" if team == "lab" else "normal",
+        "entrypoint": "ps_runtime.examples.movielens:train",
+        "args": {"epochs": epochs, "seed": 3},
+        "parameter_servers": {"replicas": ps, "replication": replication, "resources": _cpu(0.25)},
+        "workers": {"min": 1, "max": 1, "resources": _cpu(worker)},
+        "coordinator": {"resources": _cpu(0.25)},
+    }
+
+
+def _second_node(cluster: LiveCluster, tmp: Path) -> dict[str, Any]:
+    """Enroll and start a second agent, on 127.0.0.2 (its own task ports' address)."""
+    token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
+    state = tmp / "agent2.json"
+    enrolled = enroll_agent(
+        cluster.url, token, state, cluster.group.env, address="127.0.0.2", name="node-2"
+    )
+    assert enrolled.returncode == 0, enrolled.stderr
+    cluster.group.start("agent2", agent_command(state, tmp / "agent2"))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for node in cluster.api.get("/nodes/").json()["results"]:
+            if node["hostname"] == "node-2" and node["last_seen"]:
+                return dict(node)
+        time.sleep(0.3)
+    raise AssertionError("the second agent's node never came up")
+
+
+def _nodes_of(cluster: LiveCluster, job_id: int) -> dict[tuple[str, int], str]:
+    return {(t["role"], t["index"]): t["node"] for t in cluster.job(job_id)["tasks"]}
+
+
+def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
+    live_cluster: LiveCluster, tmp_path: Path
+) -> None:
+    api = live_cluster.api
+    if api.get("/teams/lab/").status_code == 404:
+        assert api.post("/teams/", json={"slug": "lab", "name": "Lab"}).status_code == 201
+    assert api.put("/teams/lab/quota/", json={"cpu": 0, "memory_mb": 0, "gpu": 0}).is_success
+    node2: dict[str, Any] | None = None
+    jobs: list[int] = []
+    try:
+        node2 = _second_node(live_cluster, tmp_path)
+        # lab borrows: its 3 servers go to distinct nodes where they can, so one node
+        # holds a single server of the job and the other node the rest.
+        replicated = live_cluster.submit(
+            **_spec("replicated", "lab", ps=3, replication=1, worker=0.5, epochs=12)
+        )
+        jobs.append(replicated["id"])
+        live_cluster.wait_state(replicated["id"], {"running"}, timeout=120)
+        before = _nodes_of(live_cluster, replicated["id"])
+        lone = [
+            (key, node) for key, node in before.items() if list(before.values()).count(node) == 1
+        ]
+        assert len(lone) == 1 and lone[0][0][0] == "ps", before
+        (_, index), lone_node = lone[0]
+        _wait_metric(live_cluster, replicated["id"], "test_rmse", 2)
+
+        # recsys owns the quota. These agents cannot isolate tasks, so a node hosts one
+        # team at a time: only the lone server's node can be cleared for it, by a move.
+        owner = live_cluster.submit(
+            **_spec("owner", "recsys", ps=1, replication=0, worker=0.5, epochs=2)
+        )
+        jobs.append(owner["id"])
+        done = live_cluster.wait_state(owner["id"], {"succeeded", "failed"}, timeout=240)
+        assert done["state"] == "succeeded", live_cluster.logs(owner["id"])
+        assert {t["node"] for t in done["tasks"]} == {lone_node}
+        events = _events(live_cluster, replicated["id"])
+        moves = [e for e in events if e["kind"] == "move"]
+        assert len(moves) == 1, events
+        assert moves[0]["reason"].startswith(f"ps {index} moved from {lone_node} to ")
+        assert f"making room for job {owner['id']}" in moves[0]["reason"]
+        assert live_cluster.job(replicated["id"])["state"] == "running"
+
+        done = live_cluster.wait_state(replicated["id"], {"succeeded", "failed"}, timeout=300)
+        assert done["state"] == "succeeded", live_cluster.logs(replicated["id"])
+        events = _events(live_cluster, replicated["id"])
+        states = [e["to_state"] for e in events if e["kind"] == "state"]
+        assert states == ["starting", "running", "succeeded"]  # never left running
+        assert not [e for e in events if e["kind"] == "restart"]
+        after = {(t["role"], t["index"]): t for t in done["tasks"]}
+        assert after[("ps", index)]["node"] != lone_node
+        assert after[("ps", index)]["attempt"] == 2
+        assert all(t["attempt"] == 1 for k, t in after.items() if k != ("ps", index))
+        lines = [x["line"] for x in api.get(f"/jobs/{replicated['id']}/logs/").json()["lines"]]
+        assert not any("resumed from checkpoint" in line for line in lines)
+        assert any("copied" in line for line in lines), "the moved server copied no shard"
+        series = api.get(f"/jobs/{replicated['id']}/metrics/").json()["series"]
+        rmse = [p["value"] for p in series["test_rmse"]]
+        assert len(rmse) == 12 and rmse[-1] < rmse[0], rmse
+    finally:
+        for job_id in jobs:
+            api.post(f"/jobs/{job_id}/cancel/")
+        for job_id in jobs:
+            live_cluster.wait_state(job_id, {"succeeded", "failed", "cancelled"}, timeout=60)
+        if node2 is not None:  # no later job may be placed where no agent runs
+            assert api.post(f"/nodes/{node2['id']}/cordon/").is_success
+        live_cluster.group.stop(names=["agent2"])
+        deadline = time.monotonic() + 15
+        while any(job_processes(j) for j in jobs) and time.monotonic() < deadline:
+            time.sleep(0.2)
