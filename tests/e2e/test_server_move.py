@@ -70,6 +70,11 @@ def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
     jobs: list[int] = []
     try:
         node2 = _second_node(live_cluster, tmp_path)
+        nodes = api.get("/nodes/").json()["results"]
+        # The e2e agents run tasks unisolated (the runtime's interpreter is not one other
+        # uids can run): a node then hosts one team at a time, which is what this
+        # scenario reclaims.
+        assert {n["isolation"] for n in nodes} == {"none"}, nodes
         # lab borrows: its 3 servers go to distinct nodes where they can, so one node
         # holds a single server of the job and the other node the rest.
         replicated = live_cluster.submit(
