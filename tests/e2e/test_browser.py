@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from .browser import sign_in as signed_in_as_admin
 from .cluster import ADMIN, LiveCluster
@@ -29,7 +30,14 @@ def test_job_page_chart_gains_points_without_reload(
     try:
         sign_in(page, live_cluster.url, f"/jobs/{job['id']}/")
         page.evaluate("window.__notReloaded = true")
-        chart = page.wait_for_selector('[data-metric="train_loss"]', timeout=30_000)
+        try:
+            chart = page.wait_for_selector('[data-metric="train_loss"]', timeout=30_000)
+        except PlaywrightTimeout:
+            # Say why: a job that ended (or never reported) is not the page's fault.
+            state = live_cluster.job(job["id"])["state"]
+            raise AssertionError(
+                f"no train_loss chart after 30 s; job {state}:\n{live_cluster.logs(job['id'])}"
+            ) from None
         assert chart is not None
         before = int(chart.get_attribute("data-points") or 0)
         page.wait_for_function(
