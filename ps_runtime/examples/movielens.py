@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,16 +242,7 @@ def train(
     steps in flight, saves and returns no result.
     `in_flight_per_worker` > 1 overlaps more steps per worker: faster, staler gradients.
     """
-    local = None
-    if cluster is None:
-        if taskenv.CLUSTER.is_set():
-            cluster = ClusterResolver()
-        else:
-            local = LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=checkpoint_dir)
-            cluster = local.resolver
-    strategy = ParameterServerStrategy(cluster)
-    coordinator = ClusterCoordinator(strategy, max_in_flight_per_worker=in_flight_per_worker)
-    try:
+    with session(cluster, checkpoint_dir, in_flight_per_worker) as (strategy, coordinator):
         return _train(
             strategy,
             coordinator,
@@ -266,6 +259,28 @@ def train(
             report_every,
             CheckpointManager(strategy, checkpoint_dir, checkpoint_every_seconds),
         )
+
+
+@contextmanager
+def session(
+    cluster: ClusterResolver | None,
+    checkpoint_dir: str | None = None,
+    in_flight_per_worker: int = 1,
+) -> Iterator[tuple[ParameterServerStrategy, ClusterCoordinator]]:
+    """A strategy and its coordinator on TRAINHUB_CLUSTER when set (agent or launcher),
+    on `cluster` when given, else on an in-process cluster of one PS and one worker;
+    shut down (the in-process cluster stopped) on the way out."""
+    local = None
+    if cluster is None:
+        if taskenv.CLUSTER.is_set():
+            cluster = ClusterResolver()
+        else:
+            local = LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=checkpoint_dir)
+            cluster = local.resolver
+    strategy = ParameterServerStrategy(cluster)
+    coordinator = ClusterCoordinator(strategy, max_in_flight_per_worker=in_flight_per_worker)
+    try:
+        yield strategy, coordinator
     finally:
         coordinator.shutdown()
         strategy.close()

@@ -26,11 +26,10 @@ from typing import Any
 import numpy as np
 
 import ps_runtime
-from ps_runtime import taskenv
 from ps_runtime.checkpoint_manager import CheckpointManager
-from ps_runtime.cluster import ClusterResolver, LocalCluster
+from ps_runtime.cluster import ClusterResolver
 from ps_runtime.coordinator import ClusterCoordinator
-from ps_runtime.examples.movielens import Ratings, load_dataset
+from ps_runtime.examples.movielens import Ratings, load_dataset, session
 from ps_runtime.models.autorec import Params, init_params, loss_and_gradients, predict
 from ps_runtime.optimizers import SGD, Adam
 from ps_runtime.strategy import ParameterServerStrategy
@@ -145,15 +144,6 @@ def train(
     newest checkpoint, saves every `checkpoint_every_seconds` at evaluation rounds and at
     the end, and on a stop request (SIGTERM) saves where it is and returns no result.
     """
-    local = None
-    if cluster is None:
-        if taskenv.CLUSTER.is_set():
-            cluster = ClusterResolver()
-        else:
-            local = LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=checkpoint_dir)
-            cluster = local.resolver
-    strategy = ParameterServerStrategy(cluster)
-    coordinator = ClusterCoordinator(strategy)
     settings = {
         "hidden": hidden,
         "l2": {"item": l2, "user": user_l2},
@@ -163,7 +153,7 @@ def train(
         "eval_every": eval_every,
         "views": VIEWS if user_view else VIEWS[:1],
     }
-    try:
+    with session(cluster, checkpoint_dir) as (strategy, coordinator):
         return _train(
             strategy,
             coordinator,
@@ -172,11 +162,6 @@ def train(
             seed,
             CheckpointManager(strategy, checkpoint_dir, checkpoint_every_seconds),
         )
-    finally:
-        coordinator.shutdown()
-        strategy.close()
-        if local is not None:
-            local.stop()
 
 
 def _train(

@@ -7,9 +7,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.utils import timezone
-from trainhub.jobs.choices import TaskRole
+from trainhub.jobs.choices import JobState, TaskRole, TaskState
 from trainhub.jobs.models import Job
-from trainhub.jobs.services import Placement, submit_job
+from trainhub.jobs.services import Placement, place_job, record_task_status, submit_job
 from trainhub.jobs.spec import parse_job_spec
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, enroll_node
@@ -128,3 +128,22 @@ def gang_placements(
         )
         port += 1
     return placements
+
+
+def running_job(job: Job, node: Node) -> Job:
+    """`job` placed whole on `node` (`gang_placements`), every task reported running."""
+    place_job(job=job, placements=gang_placements(job, node), now=timezone.now())
+    for task in job.tasks.all():
+        assert task.node_id is not None
+        record_task_status(
+            node_id=task.node_id,
+            task_id=task.pk,
+            attempt=task.attempt,
+            state=TaskState.RUNNING,
+            exit_code=None,
+            message="",
+            now=timezone.now(),
+        )
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    return job

@@ -10,12 +10,12 @@ from trainhub.events import NodeTasksChanged
 from trainhub.jobs.choices import JobState, TaskRole, TaskState
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.selectors import desired_tasks
-from trainhub.jobs.services import move_server, place_job, record_task_status
+from trainhub.jobs.services import move_server
 
 from ps_runtime.taskenv import CLUSTER, PS_REJOIN
 
 from ..event_capture import Capture
-from ..factories import gang_placements, make_job, make_node
+from ..factories import make_job, make_node, running_job
 from .conftest import World
 
 SMALL = {"cpu": 0.5, "memory_mb": 512}
@@ -26,21 +26,7 @@ def _running(world: World, replication: int) -> Job:
         world.alice,
         parameter_servers={"replicas": 3, "replication": replication, "resources": SMALL},
     )
-    place_job(job=job, placements=gang_placements(job, world.node), now=timezone.now())
-    for task in job.tasks.all():
-        assert task.node_id is not None
-        record_task_status(
-            node_id=task.node_id,
-            task_id=task.pk,
-            attempt=task.attempt,
-            state=TaskState.RUNNING,
-            exit_code=None,
-            message="",
-            now=timezone.now(),
-        )
-    job.refresh_from_db()
-    assert job.state == JobState.RUNNING
-    return job
+    return running_job(job, world.node)
 
 
 def _move(job: Job, node_id: int) -> bool:

@@ -16,16 +16,15 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
-from trainhub.jobs.choices import JobState, TaskState
+from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
-from trainhub.jobs.services import place_job, record_task_status
 from trainhub.nodes.models import Node
 from trainhub.telemetry.models import LogLine
 from trainhub.telemetry.retention import purge_expired
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
-from ..factories import gang_placements, make_job, make_node, make_team, make_user
+from ..factories import make_job, make_node, make_team, make_user, running_job
 
 pytestmark = pytest.mark.django_db
 
@@ -61,24 +60,6 @@ def _client(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
-
-
-def _running(job: Job, node: Node) -> Job:
-    place_job(job=job, placements=gang_placements(job, node), now=timezone.now())
-    for task in job.tasks.all():
-        assert task.node_id is not None
-        record_task_status(
-            node_id=task.node_id,
-            task_id=task.pk,
-            attempt=task.attempt,
-            state=TaskState.RUNNING,
-            exit_code=None,
-            message="",
-            now=timezone.now(),
-        )
-    job.refresh_from_db()
-    assert job.state == JobState.RUNNING
-    return job
 
 
 def _page(client: Client, job: Job) -> str:
@@ -117,7 +98,7 @@ def test_a_waiting_job_shows_its_expected_start(world: World) -> None:
         state=JobState.SUCCEEDED, started_at=ended - timedelta(minutes=10), finished_at=ended
     )
     before = timezone.now()
-    _running(make_job(world.alice, name="holder", workers={"min": 6, "max": 6}), world.node)
+    running_job(make_job(world.alice, name="holder", workers={"min": 6, "max": 6}), world.node)
     fragment = (
         _client(world.alice).get(f"/jobs/{world.job.pk}/queue/", headers=HTMX).content.decode()
     )
@@ -128,7 +109,7 @@ def test_a_waiting_job_shows_its_expected_start(world: World) -> None:
 
 
 def test_a_running_job_shows_its_tasks_spec_and_actions(world: World) -> None:
-    job = _running(world.job, world.node)
+    job = running_job(world.job, world.node)
     page = _page(_client(world.alice), job)
     assert page.count("data-task-id=") == 3  # coordinator, one PS shard, one worker
     assert "node-1" in page
@@ -152,7 +133,7 @@ def test_a_viewer_sees_the_job_but_no_actions(world: World) -> None:
 def test_a_finished_job_offers_only_clone_and_shows_the_coordinators_result(
     world: World,
 ) -> None:
-    job = _running(world.job, world.node)
+    job = running_job(world.job, world.node)
     coordinator = job.tasks.get(role="coordinator")
     result = {"test_rmse": 0.9123456789, "epochs": 3, "history": [1.0, 0.95]}
     LogLine.objects.create(
@@ -173,7 +154,7 @@ def test_a_finished_job_offers_only_clone_and_shows_the_coordinators_result(
 
 
 def test_the_page_says_when_budgets_dropped_telemetry_and_not_otherwise(world: World) -> None:
-    job = _running(world.job, world.node)
+    job = running_job(world.job, world.node)
     worker = job.tasks.get(role="worker", index=0)
     ingest_metrics(task=worker, points=[{"step": 1, "values": {"loss": 1.0}}], now=NOW)
     ingest_logs(task=worker, stream="stdout", lines=["fits"], now=NOW)
@@ -223,7 +204,7 @@ def test_another_teams_job_and_its_fragments_are_not_found(world: World) -> None
 
 
 def test_the_task_fragment_is_the_table_alone(world: World) -> None:
-    job = _running(world.job, world.node)
+    job = running_job(world.job, world.node)
     response = _client(world.alice).get(f"/jobs/{job.pk}/tasks/", headers=HTMX)
     body = response.content.decode()
     assert response.status_code == 200
@@ -236,7 +217,7 @@ def test_the_queue_fragment_follows_the_job(world: World) -> None:
     client = _client(world.alice)
     pending = client.get(f"/jobs/{world.job.pk}/queue/", headers=HTMX).content.decode()
     assert 'id="queue-position"' in pending and "every 10s" in pending
-    _running(world.job, world.node)
+    running_job(world.job, world.node)
     running = client.get(f"/jobs/{world.job.pk}/queue/", headers=HTMX).content.decode()
     assert 'id="job-queue"' in running
     assert "queue-position" not in running and "every 10s" not in running
@@ -349,7 +330,7 @@ def test_query_counts_of_the_page_and_its_fragments(
     # session, user, job, the pending jobs to rank, and runtimes for the forecast (none
     # yet: no cluster read)
     _queries(django_assert_num_queries, client, f"{url}queue/", 5, headers=HTMX)
-    _running(world.job, world.node)
+    running_job(world.job, world.node)
     for i in range(30):
         world.job.events.create(time=timezone.now(), kind="scale", reason=f"n{i}", actor="x")
     _queries(django_assert_num_queries, client, url, 10)
