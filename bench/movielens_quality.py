@@ -18,7 +18,6 @@ import os
 import random
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,22 +29,19 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 SHARED = REPO.parent / "shared"
 ENTRYPOINT = "ps_runtime.examples.movielens_autorec:train"
 TERMINAL = {"succeeded", "failed", "cancelled"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Standalone:
     """`python -m trainhub.cli standalone` on a data directory of its own."""
 
     def __init__(self, data_dir: Path) -> None:
-        port, password = free_port(), secrets.token_urlsafe(12)
+        from ps_runtime.launch import free_ports
+
+        port, password = free_ports(1)[0], secrets.token_urlsafe(12)
         low = random.randrange(20000, 32000, 100)
         env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
         env.update(
