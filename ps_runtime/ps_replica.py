@@ -257,11 +257,11 @@ class ReplicaSet:
                 try:
                     call.result()
                 except grpc.RpcError as e:
-                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    if e.code() not in rpc.SERVER_GONE:
                         raise
                     forward(target, metadata, PEER_GRACE_S).result()
             except grpc.RpcError as e:
-                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                if e.code() in rpc.SERVER_GONE or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                     log.warning(
                         "shard %d: replica %d does not answer; updates go on without it "
                         "until it rejoins",

@@ -2,7 +2,7 @@
 
 Without replication shard `s` is server `s`, and a push retries transport errors there
 (the origin makes a retry harmless). With replication the client sticks to one replica
-of each shard, the primary at first; when it stops answering (UNAVAILABLE), the client
+of each shard, the primary at first; when it stops answering (`rpc.SERVER_GONE`), the client
 moves on to the next server of the shard's chain and repeats the call there, with the
 same origin for a push, so an update the dead server forwarded before it died is not
 applied twice. A restarted server is not asked again until the one answering fails: it
@@ -150,7 +150,7 @@ class Routes:
             try:
                 return fn(server)
             except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                if e.code() not in rpc.SERVER_GONE or time.monotonic() > deadline:
                     raise
                 self.failed(shard, server)
                 tried += 1
@@ -166,12 +166,12 @@ class Routes:
             result: T = future.result()
             return result
         except grpc.RpcError as e:
-            if e.code() not in RETRYABLE or (attempts == 1 and not self.replication):
-                raise
             if self.replication:
-                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                if e.code() not in rpc.SERVER_GONE:
                     raise
                 self.failed(shard, server)
                 return self.call(shard, again)
+            if e.code() not in RETRYABLE or attempts == 1:
+                raise
             time.sleep(0.1)
             return self.call(shard, again, attempts - 1)

@@ -27,6 +27,10 @@ GRPC_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 AUTH_HEADER = "authorization"
+# What a call to a server that went away ends with: UNAVAILABLE when it is gone (or was
+# never there), CANCELLED for a call it had received but not yet started when it began
+# to stop (a server stopped by SIGTERM, e.g. one moved to another node).
+SERVER_GONE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,14 @@ def _second_node(cluster: LiveCluster, tmp: Path) -> dict[str, Any]:
     raise AssertionError("the second agent's node never came up")
 
 
+def _story(cluster: LiveCluster, job_id: int) -> str:
+    """A job's events and the end of its log, for a failed assertion."""
+    events = "\n".join(
+        f"{e['kind']} {e['to_state']} {e['reason']}" for e in _events(cluster, job_id)
+    )
+    return f"events:\n{events}\nlog:\n{cluster.logs(job_id)}"
+
+
 def _nodes_of(cluster: LiveCluster, job_id: int) -> dict[tuple[str, int], str]:
     return {(t["role"], t["index"]): t["node"] for t in cluster.job(job_id)["tasks"]}
 
@@ -109,7 +117,8 @@ def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
         assert len(moves) == 1, events
         assert moves[0]["reason"].startswith(f"ps {index} moved from {lone_node} to ")
         assert f"making room for job {owner['id']}" in moves[0]["reason"]
-        assert live_cluster.job(replicated["id"])["state"] in {"running", "succeeded"}
+        state = live_cluster.job(replicated["id"])["state"]
+        assert state in {"running", "succeeded"}, _story(live_cluster, replicated["id"])
 
         done = live_cluster.wait_state(replicated["id"], {"succeeded", "failed"}, timeout=300)
         assert done["state"] == "succeeded", live_cluster.logs(replicated["id"])

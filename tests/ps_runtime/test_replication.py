@@ -17,8 +17,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import grpc
 import numpy as np
 import pytest
 
@@ -227,6 +230,42 @@ def test_a_server_moved_to_another_address_keeps_every_update(servers_r1: Server
     assert client.addresses[1] == servers.addresses[1]
     _assert_state_is_the_replay(client, pusher)
     client.close()
+
+
+class _Cancelling(grpc.GenericRpcHandler):
+    """A server that cancels every call, as a stopping gRPC server cancels the calls it
+    had received but not started (a moved server's old process, stopped by SIGTERM)."""
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        def cancel(request: Any, context: grpc.ServicerContext) -> Any:
+            context.abort(grpc.StatusCode.CANCELLED, "CANCELLED")
+
+        method = str(details.method)
+        if method.endswith("Stream") and "Pull" in method:
+            return grpc.unary_stream_rpc_method_handler(cancel)
+        if method.endswith("Stream"):
+            return grpc.stream_unary_rpc_method_handler(cancel)
+        return grpc.unary_unary_rpc_method_handler(cancel)
+
+
+def test_calls_cancelled_by_a_stopping_server_fail_over(servers_r1: Servers) -> None:
+    servers = servers_r1
+    client = _client(servers, 1)
+    stopping = grpc.server(ThreadPoolExecutor(2), handlers=[_Cancelling()])
+    port = stopping.add_insecure_port("127.0.0.1:0")
+    stopping.start()
+    try:
+        with Pusher(client) as pusher:
+            pusher.pushes_after(5)
+            # Server 1 (primary of shard 1) now cancels what it gets: its calls go on to
+            # server 2, the shard's backup, with no error for the caller.
+            client.move([*servers.addresses[:1], f"127.0.0.1:{port}", servers.addresses[2]])
+            pusher.pushes_after(20)
+        assert client._routes.server(1) == 2
+        _assert_state_is_the_replay(client, pusher)
+    finally:
+        stopping.stop(0)
+        client.close()
 
 
 def test_with_replication_two_two_servers_die_one_after_the_other(servers_r2: Servers) -> None:
