@@ -246,12 +246,12 @@ class ClusterCoordinator:
                 log.warning("cannot read the cluster file %s: %s", path, e)
                 continue
             client = getattr(self.strategy, "ps_client", None)
-            if isinstance(ps, list) and client is not None and ps:
-                if [str(a) for a in ps] != list(client.addresses):
-                    try:
-                        client.move([str(a) for a in ps])
-                    except ValueError as e:
-                        log.error("cannot follow the cluster file %s: %s", path, e)
+            addresses = [str(a) for a in ps] if isinstance(ps, list) else []
+            if client is not None and addresses and addresses != list(client.addresses):
+                try:
+                    client.move(addresses)
+                except ValueError as e:
+                    log.error("cannot follow the cluster file %s: %s", path, e)
             if isinstance(workers, list) and workers and set(workers) != set(self.workers.values()):
                 log.warning("workers changed to %s", workers)
                 self.set_workers([str(w) for w in workers])

@@ -88,27 +88,25 @@ class PSClient:
     def _kw(self, shard: int) -> dict[str, Any]:
         return {"metadata": self._routes.metadata[shard], "timeout": self.timeout}
 
+    def _method(self, server: int, method: str) -> Any:
+        """`method` of the stub for `server` (at its current address)."""
+        return getattr(self._routes.servers[server].stub, method)
+
     def _unary(self, shard: int, method: str, request: Any, attempts: int = 1) -> Any:
         """A unary call for `shard`, on the server answering for it (with failover)."""
         return self._routes.call(
-            shard,
-            lambda server: getattr(self._routes.servers[server].stub, method)(
-                request, **self._kw(shard)
-            ),
-            attempts,
+            shard, lambda server: self._method(server, method)(request, **self._kw(shard)), attempts
         )
 
     def _start(self, shard: int, method: str, request: Any, attempts: int = 1) -> Any:
         """Start a unary call for `shard`; return a `wait()` for its reply (with failover)."""
         server = self._routes.server(shard)
-        future = getattr(self._routes.servers[server].stub, method).future(
-            request, **self._kw(shard)
-        )
+        future = self._method(server, method).future(request, **self._kw(shard))
         return lambda: self._routes.settle(
             shard,
             server,
             future,
-            lambda srv: getattr(self._routes.servers[srv].stub, method)(request, **self._kw(shard)),
+            lambda srv: self._method(srv, method)(request, **self._kw(shard)),
             attempts,
         )
 

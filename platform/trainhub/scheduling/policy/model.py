@@ -208,7 +208,7 @@ class RemoveWorker:
 @dataclass(frozen=True, slots=True)
 class MoveServer:
     """Place parameter server `index` of a running job with replicated shards on another
-    node: its replacement copies its shards from a live replica, then the old one stops."""
+    node: its replacement copies its shards from a live replica while the old one stops."""
 
     job_id: int
     index: int
