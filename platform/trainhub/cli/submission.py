@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
+from trainhub.jobs.specyaml import MAX_SPEC_BYTES, SpecYamlError, load_spec_yaml
 
 from . import codepack
 from .api_client import ApiClient, signed_in
@@ -19,11 +19,14 @@ from .output import print_json
 
 def submit(args: argparse.Namespace) -> None:
     try:
-        document = yaml.safe_load(args.spec.read_text())
+        with args.spec.open("rb") as f:
+            text = f.read(MAX_SPEC_BYTES + 1)  # one byte over is enough to refuse it
     except OSError as exc:
         raise CommandError(f"cannot read {args.spec}: {exc.strerror}", EXIT_USAGE) from exc
-    except yaml.YAMLError as exc:
-        raise CommandError(f"{args.spec} is not valid YAML: {exc}", EXIT_USAGE) from exc
+    try:
+        document = load_spec_yaml(text)
+    except SpecYamlError as exc:
+        raise CommandError(f"{args.spec}: {exc.message}", EXIT_USAGE) from exc
     if not isinstance(document, dict):
         raise CommandError(f"{args.spec} must hold a mapping (the job spec)", EXIT_USAGE)
     if args.team:

@@ -18,6 +18,7 @@ from rest_framework.exceptions import ErrorDetail
 
 from trainhub.jobs.choices import Priority
 from trainhub.jobs.jobspec import JobSpec
+from trainhub.jobs.specyaml import SpecYamlError, load_spec_yaml
 
 # The built-in examples offered for the entrypoint (each a `module:function` that trains).
 EXAMPLE_ENTRYPOINTS = (
@@ -191,14 +192,12 @@ class YamlSpecForm(forms.Form):
 
 
 def parse_yaml(text: str, *, path: str) -> Any:
-    """`text` as YAML (JSON is YAML too); `path` names the field in the error."""
+    """`text` as YAML (JSON is YAML too), as `trainhub submit` reads it: bounded, with no
+    anchors or aliases (`trainhub.jobs.specyaml`); `path` names the field in the error."""
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecDocumentError(path, f"Not valid YAML{where}: {problem}.") from exc
+        document = load_spec_yaml(text)
+    except SpecYamlError as exc:
+        raise SpecDocumentError(path, exc.message) from exc
     if path == "spec" and not isinstance(document, dict):
         raise SpecDocumentError(
             path, "Expected a mapping of spec fields (name, team, entrypoint, …)."
@@ -275,8 +274,19 @@ def _get(document: Mapping[str, Any], path: str) -> Any:
     return node
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value that occurs twice out twice: `parse_yaml` refuses aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _dump(value: Any, *, flow: bool) -> str:
     # Collections of scalars inline (`resources: {cpu: 1, memory_mb: 1024}`), as the docs.
-    return yaml.safe_dump(
-        value, sort_keys=False, default_flow_style=True if flow else None, allow_unicode=True
+    return yaml.dump(
+        value,
+        Dumper=_PlainDumper,
+        sort_keys=False,
+        default_flow_style=True if flow else None,
+        allow_unicode=True,
     )
