@@ -208,6 +208,22 @@ else:
     # REDIS_URL: services mode to Redis, standalone to its embedded server.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# The cache holds the rate limits' counts (and the job page's start forecasts). In Redis
+# when REDIS_URL is set, so every web process of an installation counts into the same
+# limit (per-process counts let N processes allow N times the rate); per process only
+# without it (unit tests, a bare `manage.py runserver`).
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": REDIS_KEY_PREFIX,
+            "OPTIONS": {"socket_connect_timeout": 5, "socket_timeout": 5},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 # Who hears the domain events lower layers publish (trainhub/events.py), after commit:
 # the browser feed, the agent gateway and the scheduler's cycle trigger.
 EVENT_HANDLERS = [
