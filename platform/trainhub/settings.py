@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -271,6 +272,20 @@ PREEMPTION_GRACE_SECONDS = float(os.environ.get("TRAINHUB_PREEMPTION_GRACE", "60
 # A waiting job rises one priority level per this many seconds (aging: nothing starves).
 SCHEDULER_AGING_SECONDS_PER_LEVEL = float(os.environ.get("TRAINHUB_SCHEDULER_AGING", "900"))
 
+_RATE = re.compile(r"[1-9][0-9]*/(s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)")
+
+
+def _rate(name: str, default: str) -> str:
+    """A rate limit as DRF reads it (`30/minute`), checked here rather than at the first
+    request it would have failed."""
+    value = os.environ.get(name, "").strip() or default
+    if not _RATE.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r}: use requests per second, minute, hour or day, e.g. {default!r}"
+        )
+    return value
+
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "trainhub.api.token_auth.BoundedTokenAuthentication",
@@ -286,8 +301,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "trainhub.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    # Shared by every sign-in form (API token, /login/, /admin/login/) and enrollment.
-    "DEFAULT_THROTTLE_RATES": {"auth": os.environ.get("TRAINHUB_AUTH_RATE", "30/minute")},
+    "DEFAULT_THROTTLE_RATES": {
+        # Shared by every sign-in form (API token, /login/, /admin/login/) and enrollment.
+        "auth": _rate("TRAINHUB_AUTH_RATE", "30/minute"),
+        # Per user: submitting (dry runs too) and cloning jobs.
+        "submit": _rate("TRAINHUB_SUBMIT_RATE", "60/minute"),
+    },
     # Throttles key on the client address as TRUSTED_PROXIES gives it, never on a header
     # the client chooses.
     "NUM_PROXIES": TRUSTED_PROXIES,

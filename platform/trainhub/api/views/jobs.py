@@ -14,6 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 
 from trainhub.jobs.filters import JobFilter
 from trainhub.jobs.models import Job, Task
@@ -39,6 +40,7 @@ from ..serializers.jobs import (
     JobSerializer,
     ScaleRequestSerializer,
 )
+from ..throttles import SubmissionRateThrottle
 from .job_telemetry import JobTelemetryMixin
 
 
@@ -67,6 +69,11 @@ class JobViewSet(mixins.CreateModelMixin, JobTelemetryMixin, viewsets.ReadOnlyMo
             .select_related("team", "submitted_by")
             .prefetch_related(Prefetch("tasks", queryset=Task.objects.select_related("node")))
         )
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        if self.action in ("create", "clone"):
+            return [SubmissionRateThrottle()]
+        return super().get_throttles()
 
     def _body(self, job: Job, request: Request) -> Any:
         return JobSerializer(self.get_queryset().get(pk=job.pk), context={"request": request}).data
