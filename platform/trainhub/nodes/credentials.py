@@ -3,6 +3,7 @@ request, renewed by the agent two thirds into their lifetime, revoked by admins.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,6 +22,10 @@ from .secrets_util import hash_secret, matches, new_secret
 CREDENTIAL_OVERLAP = timedelta(minutes=10)
 # `NodeChanged.reason` of a revocation; the agent gateway closes the node's socket on it.
 CREDENTIAL_REVOKED = "node.revoke_credential"
+# A node id as a credential spells it: ASCII digits only (str.isdigit() and int() also
+# take Arabic-Indic and fullwidth digits, and int() fails on superscripts), short enough
+# for a bigint.
+_NODE_ID = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ def check_node_credential(credential: str, now: datetime | None = None) -> NodeL
     """
     now = now or timezone.now()
     node_id, _, secret = credential.partition(".")
-    if not node_id.isdigit() or not secret:
+    if not _NODE_ID.fullmatch(node_id) or not secret:
         return None
     node = Node.objects.filter(pk=int(node_id)).first()
     if node is None or node.credential_revoked_at is not None:

@@ -8,6 +8,7 @@ that job's archive.
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
@@ -36,6 +37,9 @@ from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import can_submit, is_platform_admin
 
 JOB_SCHEME = "Job"
+# A job id: ASCII digits only (str.isdigit() and int() also take Arabic-Indic and
+# fullwidth digits, and int() fails on superscripts), short enough for a bigint.
+_JOB_ID = re.compile(r"[0-9]{1,18}")
 # Multipart framing around the file: a request this much over the limit is refused unread.
 _FRAMING_BYTES = 64 * 1024
 
@@ -94,10 +98,8 @@ class CodeArchiveUploadView(APIView):
 
 
 def _content_length(request: Request) -> int:
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0
+    value = str(request.META.get("CONTENT_LENGTH") or "")
+    return int(value) if value.isascii() and value.isdigit() else 0
 
 
 def _team(request: Request) -> Team:
@@ -129,11 +131,7 @@ class JobTokenAuthentication(authentication.BaseAuthentication):
         if scheme != JOB_SCHEME:
             return None
         job_id, _, token = value.strip().partition(":")
-        job = (
-            Job.objects.filter(pk=int(job_id)).first()
-            if job_id.isdigit() and len(job_id) < 19
-            else None
-        )
+        job = Job.objects.filter(pk=int(job_id)).first() if _JOB_ID.fullmatch(job_id) else None
         if job is None or not token or not secrets.compare_digest(job.runtime_token, token):
             raise exceptions.AuthenticationFailed("Unknown job or wrong job token.")
         if job.state in JOB_TERMINAL:
