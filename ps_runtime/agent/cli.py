@@ -16,6 +16,7 @@ from ps_runtime.agent.facts import gather_facts
 from ps_runtime.agent.isolation import Isolation, IsolationError
 from ps_runtime.agent.labels import LabelError, parse_labels
 from ps_runtime.agent.state import (
+    INSTALL_CONFIG_NAME,
     STATE_ENV,
     WORK_DIR_ENV,
     AgentState,
@@ -102,8 +103,39 @@ def enroll(
     return state
 
 
+def _read_token(source: str) -> str:
+    """The enrollment token from a file, or from standard input for `-`: its first line,
+    without surrounding blanks.
+
+    Raises:
+        EnrollError: the file cannot be read or holds no token.
+    """
+    where = "standard input" if source == "-" else source
+    try:
+        if source == "-":
+            line = sys.stdin.readline()
+        else:
+            with open(source, encoding="utf-8") as f:
+                line = f.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnrollError(f"cannot read the enrollment token from {where}: {exc}") from None
+    token = line.strip()
+    if not token:
+        raise EnrollError(f"no enrollment token in {where} (its first line is empty)")
+    return token
+
+
 def _cmd_enroll(args: argparse.Namespace) -> int:
-    state_file = args.state_file or default_state_path()
+    try:
+        state_file = args.state_file or default_state_path()
+    except StateError as exc:
+        print(f"trainhub-agent: {exc}", file=sys.stderr)
+        return 1
+    try:
+        token = args.token if args.token_file is None else _read_token(args.token_file)
+    except EnrollError as exc:
+        print(f"trainhub-agent: --token-file: {exc}", file=sys.stderr)
+        return 2
     try:
         labels = parse_labels(args.labels or "")
     except LabelError as exc:
@@ -113,9 +145,7 @@ def _cmd_enroll(args: argparse.Namespace) -> int:
         print("trainhub-agent: --name must not be empty", file=sys.stderr)
         return 2
     try:
-        state = enroll(
-            args.server, args.token, state_file, args.address, name=args.name, labels=labels
-        )
+        state = enroll(args.server, token, state_file, args.address, name=args.name, labels=labels)
     except EnrollError as exc:
         print(f"trainhub-agent: enrollment failed: {exc}", file=sys.stderr)
         return 1
@@ -126,19 +156,25 @@ def _cmd_enroll(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from ps_runtime.agent.daemon import Agent  # keeps `enroll` free of websockets imports
 
-    state_file = args.state_file or default_state_path()
     try:
+        state_file = args.state_file or default_state_path()
         state = load_state(state_file)
+        work_dir = args.work_dir or default_work_dir()
     except StateError as exc:
         print(f"trainhub-agent: {exc}", file=sys.stderr)
         return 1
-    work_dir = args.work_dir or default_work_dir()
     try:
         work_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"trainhub-agent: cannot create work dir {work_dir}: {exc}", file=sys.stderr)
         return 1
-    logger.info("node %s, server %s, work dir %s", state.node_id, state.server, work_dir)
+    logger.info(
+        "node %s, server %s, state file %s, work dir %s",
+        state.node_id,
+        state.server,
+        state_file,
+        work_dir,
+    )
     try:
         isolation = Isolation.from_settings(work_dir)
     except IsolationError as exc:
@@ -176,11 +212,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
-    state_help = f"state file (default ${STATE_ENV} or ~/.config/trainhub/agent.json)"
+    installed = f"PREFIX/etc/{INSTALL_CONFIG_NAME}"
+    state_help = (
+        f"state file (default ${STATE_ENV}, else the one {installed} names when the installer "
+        "put the agent here, else ~/.config/trainhub/agent.json)"
+    )
 
     p_enroll = sub.add_parser("enroll", help="register this node with a TrainHub server")
     p_enroll.add_argument("--server", required=True, help="e.g. https://trainhub.example.com")
-    p_enroll.add_argument("--token", required=True, help="enrollment token from the admin page")
+    token = p_enroll.add_mutually_exclusive_group(required=True)
+    token.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the enrollment token from PATH, or from standard input with -",
+    )
+    token.add_argument(
+        "--token",
+        help="the enrollment token itself (visible in the process list: prefer --token-file)",
+    )
     p_enroll.add_argument("--state-file", type=Path, help=state_help)
     p_enroll.add_argument("--address", help="address other nodes reach this one on")
     p_enroll.add_argument("--name", help="the node's name (default: this host's name)")
@@ -192,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "--work-dir",
         type=Path,
-        help=f"task working directories (default ${WORK_DIR_ENV} or ~/.local/share/trainhub/agent)",
+        help=f"task working directories (default ${WORK_DIR_ENV}, else the one {installed} "
+        "names, else ~/.local/share/trainhub/agent)",
     )
     p_run.add_argument(
         "--stop-tasks-on-exit",

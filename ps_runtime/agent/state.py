@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +14,10 @@ from pathlib import Path
 # The agent's own settings (not part of any task's environment, see ps_runtime.taskenv).
 STATE_ENV = "TRAINHUB_AGENT_STATE"
 WORK_DIR_ENV = "TRAINHUB_AGENT_WORK_DIR"
+# Written by /agent/install.sh into the virtualenv it installs (PREFIX/etc, beside the
+# state file): that installation's state file and work dir, so that
+# `PREFIX/bin/trainhub-agent run` needs no flags. `{"state_file": …, "work_dir": …}`.
+INSTALL_CONFIG_NAME = "trainhub-agent.json"
 
 
 class StateError(Exception):
@@ -47,18 +52,78 @@ class AgentState:
         return self.credential_issued_at + lifetime * RENEW_AT_FRACTION
 
 
+@dataclass(frozen=True)
+class InstallConfig:
+    """The paths of the installation this agent runs from (see INSTALL_CONFIG_NAME)."""
+
+    state_file: Path
+    work_dir: Path
+
+
+def install_config_path() -> Path:
+    """Where the installer records its paths: PREFIX/etc of the running virtualenv."""
+    return Path(sys.prefix) / "etc" / INSTALL_CONFIG_NAME
+
+
+def load_install_config(path: Path | None = None) -> InstallConfig | None:
+    """The installer's record of this installation's paths; None where there is none
+    (an agent not installed by /agent/install.sh, e.g. a development checkout).
+
+    Raises:
+        StateError: the file is there but unreadable or corrupt.
+    """
+    path = path or install_config_path()
+    try:
+        raw = path.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise StateError(
+            f"cannot read {path}: {exc.strerror}; run the agent as the user that installed "
+            "it (root for /opt/trainhub-agent), or pass --state-file and --work-dir"
+        ) from None
+    try:
+        obj = json.loads(raw)
+        values = (obj["state_file"], obj["work_dir"])
+        if not all(isinstance(v, str) and Path(v).is_absolute() for v in values):
+            raise ValueError("not two absolute paths")
+    except (ValueError, KeyError, TypeError):
+        raise StateError(
+            f"{path} is corrupt; run the installer again (it rewrites the file) or pass "
+            "--state-file and --work-dir"
+        ) from None
+    return InstallConfig(state_file=Path(values[0]), work_dir=Path(values[1]))
+
+
 def default_state_path() -> Path:
+    """$TRAINHUB_AGENT_STATE, else the installation's (PREFIX/etc/agent.json), else
+    ~/.config/trainhub/agent.json.
+
+    Raises:
+        StateError: the installation's record of its paths is unreadable or corrupt.
+    """
     env = os.environ.get(STATE_ENV)
     if env:
         return Path(env).expanduser()
+    installed = load_install_config()
+    if installed is not None:
+        return installed.state_file
     return Path.home() / ".config" / "trainhub" / "agent.json"
 
 
 def default_work_dir() -> Path:
-    """Where task attempts get their working directories."""
+    """Where task attempts get their working directories: $TRAINHUB_AGENT_WORK_DIR, else
+    the installation's (PREFIX/work), else ~/.local/share/trainhub/agent.
+
+    Raises:
+        StateError: the installation's record of its paths is unreadable or corrupt.
+    """
     env = os.environ.get(WORK_DIR_ENV)
     if env:
         return Path(env).expanduser()
+    installed = load_install_config()
+    if installed is not None:
+        return installed.work_dir
     return Path.home() / ".local" / "share" / "trainhub" / "agent"
 
 
@@ -96,7 +161,8 @@ def load_state(path: Path) -> AgentState:
         raw = path.read_text()
     except FileNotFoundError:
         raise StateError(
-            f"no agent state at {path}; run `trainhub-agent enroll --server URL --token T` first"
+            f"no agent state at {path}; enroll first: "
+            "`trainhub-agent enroll --server URL --token-file FILE`"
         ) from None
     except OSError as exc:
         raise StateError(f"cannot read agent state {path}: {exc.strerror}") from None

@@ -1,8 +1,12 @@
 """The one-line install, end to end (issue 13, Done 1): a fresh token's `install_command`
 with `--prefix <tmp> --no-service` installs the runtime from the server and enrolls; the
-printed command runs the agent and the node becomes ready. The installed environment has
-no Django; the token is refused a second time; an expired token is refused; running the
-command again upgrades in place without re-enrolling or stopping the running agent.
+agent runs and the node becomes ready. The installed environment has no Django; the token
+is refused a second time; an expired token is refused; running the command again upgrades
+in place without re-enrolling or stopping the running agent.
+
+Issue 26: the token is given in a file (`--token-file`), the plain-http test server needs
+`--insecure`, and `PREFIX/bin/trainhub-agent run` with no flags and an empty HOME runs
+the agent the installer enrolled (its state file and work dir are the prefix's).
 
 It runs against a services-mode TrainHub of its own (own database, Redis db 13), so the
 extra node never shows up in the tests that share `live_cluster` and its single node.
@@ -124,20 +128,35 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
     assert issued["max_uses"] == 1
     prefix = tmp_path / "trainhub-agent"
     name = f"installed-{secrets.token_hex(3)}"
-    command = (
-        f"{issued['install_command']} --prefix {prefix} "
-        f"--name {name} --labels e2e=install,zone=local"
-    )
-    assert command.startswith(f"curl -fsSL {cluster.url}/agent/install.sh | sh -s -- ")
+    token_file = tmp_path / "token"
+    token_file.write_text(issued["token"] + "\n")
+    token_file.chmod(0o600)
+    shown = issued["install_command"]
+    assert shown.startswith(f"curl -fsSL {cluster.url}/agent/install.sh | sh -s -- ")
+    safe = shown.replace(f"--token={issued['token']}", f"--token-file {token_file}")
+    command = f"{safe} --insecure --prefix {prefix} --name {name} --labels e2e=install,zone=local"
+    assert issued["token"] not in command
 
     started = time.monotonic()
     installed = _sh(command + " --no-service", tmp_path)
     install_seconds = time.monotonic() - started
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "--token puts" not in installed.stderr
     run = _run_command(installed.stdout)
     assert run[:2] == [str(prefix / "bin" / "trainhub-agent"), "run"]
+    # No flags, and a HOME with nothing in it: the agent finds the prefix's state and work
+    # dir by itself (PREFIX/etc/trainhub-agent.json, written by the installer).
+    home = tmp_path / "empty-home"
+    home.mkdir()
+    env = {k: v for k, v in _node_env().items() if not k.startswith("TRAINHUB_AGENT_")}
     log = (tmp_path / "agent.log").open("wb")
-    agent = subprocess.Popen(run, env=_node_env(), stdout=log, stderr=subprocess.STDOUT)
+    agent = subprocess.Popen(
+        [str(prefix / "bin" / "trainhub-agent"), "run"],
+        env={**env, "HOME": str(home)},
+        cwd=home,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         node = _wait_ready(cluster, name, agent)
         seconds = time.monotonic() - started
@@ -150,6 +169,9 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
         assert node["state"] == "active"
         # The agent reports the version it runs, this server's own: not flagged outdated.
         assert (node["agent_version"], node["outdated"]) == (runtime_version(), False)
+        started_with = (tmp_path / "agent.log").read_text()
+        assert f"state file {prefix}/etc/agent.json, work dir {prefix}/work" in started_with
+        assert list(home.iterdir()) == []
 
         state = prefix / "etc" / "agent.json"
         assert stat.S_IMODE(state.stat().st_mode) == 0o600

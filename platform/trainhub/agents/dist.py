@@ -10,6 +10,8 @@ Nodes install the runtime this server runs, no Django. Two ways to have it:
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import importlib.util
 import shutil
 import subprocess
@@ -29,6 +31,7 @@ __all__ = [
     "runtime_wheel",
     "source_root",
     "wheel_name",
+    "wheel_sha256",
 ]
 
 BUILD_TIMEOUT_SECONDS = 300
@@ -43,6 +46,19 @@ class WheelUnavailable(Exception):
 def wheel_name(version: str | None = None) -> str:
     """`trainhub_runtime-<version>-py3-none-any.whl` (pure Python: one wheel for all nodes)."""
     return f"{DIST_NAME.replace('-', '_')}-{version or runtime_version()}-py3-none-any.whl"
+
+
+def wheel_sha256(path: Path) -> str:
+    """The wheel's sha256 (hex), which /agent/install.sh carries and checks the download
+    against; hashed once per version of the file (its size and modification time)."""
+    st = path.stat()
+    return _sha256(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _sha256(path: Path, size: int, mtime_ns: int) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def runtime_wheel(dist_dir: Path) -> Path:

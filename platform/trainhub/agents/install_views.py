@@ -1,7 +1,9 @@
 """`/agent/install.sh` and `/agent/dist/`: what a new node downloads (issue 13, item 1).
 
-Neither needs a sign-in: the script and the wheel hold no secret (the enrollment token
-travels on the operator's command line), and a node has no credential yet.
+Neither needs a sign-in: the script and the wheel hold no secret (the operator gives the
+enrollment token to the script, from a file or standard input), and a node has no
+credential yet. The script carries the sha256 of the wheel served beside it and installs
+no other (issue 26).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from django.views.decorators.http import require_safe
 
 from trainhub.nodes.install import public_server_url
 
-from .dist import WheelUnavailable, runtime_version, runtime_wheel, wheel_name
+from .dist import WheelUnavailable, runtime_version, runtime_wheel, wheel_name, wheel_sha256
 
 DIST_PATH = "/agent/dist/"
 SCRIPT_CONTENT_TYPE = "text/plain; charset=utf-8"  # readable in a browser before piping
@@ -24,17 +26,24 @@ SCRIPT_CONTENT_TYPE = "text/plain; charset=utf-8"  # readable in a browser befor
 
 @require_safe
 def install_script(request: HttpRequest) -> HttpResponse:
-    """The POSIX sh installer, with this server's URL and its runtime wheel's name."""
+    """The POSIX sh installer, with this server's URL, its runtime wheel's name and the
+    wheel's sha256 (the wheel is built first when needed)."""
+    try:
+        wheel = runtime_wheel(settings.AGENT_DIST_DIR)
+    except WheelUnavailable as exc:
+        # Still a script, which says why when run without `curl -f`.
+        message = shlex.quote(f"trainhub-agent install: error: {exc}")
+        failing = f"#!/bin/sh\nprintf '%s\\n' {message} >&2\nexit 1\n"
+        return HttpResponse(failing, status=503, content_type=SCRIPT_CONTENT_TYPE)
     server = public_server_url(request)
-    version = runtime_version()
-    wheel = wheel_name(version)
     script = render_to_string(
         "agents/install.sh",
         {
             "server": server,
-            "version": version,
+            "version": runtime_version(),
             "server_q": shlex.quote(server),
-            "wheel_q": shlex.quote(wheel),
+            "wheel_q": shlex.quote(wheel.name),
+            "wheel_sha256_q": shlex.quote(wheel_sha256(wheel)),
             "dist_path_q": shlex.quote(DIST_PATH),
         },
     )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 
 from ps_runtime.agent import cli
+from ps_runtime.agent.state import INSTALL_CONFIG_NAME, STATE_ENV
 
 from .control_plane import FakeControlPlane
 
@@ -64,3 +67,23 @@ def test_run_without_state_says_to_enroll(
 ) -> None:
     assert cli.main(["run", "--state-file", str(tmp_path / "missing.json")]) == 1
     assert "trainhub-agent enroll" in capsys.readouterr().err
+
+
+def test_run_with_no_flags_uses_the_installation_it_runs_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An agent the installer put in PREFIX looks for PREFIX/etc/agent.json, not ~/.config
+    (issue 26, item 4; the whole run is in tests/e2e/test_install.py)."""
+    prefix = tmp_path / "agent"
+    (prefix / "etc").mkdir(parents=True)
+    state = prefix / "etc" / "agent.json"
+    paths = {"state_file": str(state), "work_dir": str(prefix / "work")}
+    (prefix / "etc" / INSTALL_CONFIG_NAME).write_text(json.dumps(paths))
+    monkeypatch.delenv(STATE_ENV, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    assert cli.main(["run"]) == 1
+    assert f"no agent state at {state};" in capsys.readouterr().err
+    (prefix / "etc" / INSTALL_CONFIG_NAME).write_text("{}")
+    assert cli.main(["run"]) == 1
+    assert "is corrupt; run the installer again" in capsys.readouterr().err

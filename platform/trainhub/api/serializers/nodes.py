@@ -212,5 +212,9 @@ class IssuedEnrollmentTokenSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     max_uses = serializers.IntegerField()
     install_command = serializers.CharField(
-        help_text="The line to run on a new node: installs the agent and enrolls it."
+        help_text="The line to run on a new node: installs the agent and enrolls it. It "
+        "carries the token as `--token=…`, which other users of the node can read in its "
+        "process list until the token is used: on a shared machine save the token to a file "
+        "(mode 0600) and put `--token-file FILE` in its place. The installer refuses an "
+        "http:// server unless `--insecure` is added."
     )

@@ -1,11 +1,18 @@
 {% autoescape off %}#!/bin/sh
 # TrainHub node agent installer, served by {{ server }} (trainhub-runtime {{ version }}).
 #
-#   curl -fsSL {{ server }}/agent/install.sh | sh -s -- --server {{ server }} --token TOKEN
+#   curl -fsSL {{ server }}/agent/install.sh | sh -s -- --server {{ server }} --token-file FILE
 #
 # Installs the trainhub-runtime distribution (the PS runtime and the node agent; no
 # Django) into a virtualenv at --prefix, enrolls this machine with the enrollment token
 # and, run as root, installs and starts the systemd unit trainhub-agent.service.
+#
+# The token comes from a file or standard input (--token-file) and goes to the agent on
+# its standard input: no command line holds it, where other users could read it in the
+# process list (--token still works, with a warning). The agent's wheel is checked against
+# the sha256 below, which the server computed from the wheel it serves: a wheel changed on
+# the way or on the server is not installed. A plain-http server is refused without
+# --insecure.
 #
 # Running it again upgrades the agent in place: the virtualenv is kept and the runtime
 # reinstalled; a node already enrolled (PREFIX/etc/agent.json exists) is not enrolled
@@ -18,9 +25,12 @@ set -eu
 
 SERVER={{ server_q }}
 WHEEL={{ wheel_q }}
+WHEEL_SHA256={{ wheel_sha256_q }}
 DIST_PATH={{ dist_path_q }}
 PREFIX=/opt/trainhub-agent
 TOKEN=
+TOKEN_FILE=
+INSECURE=0
 NAME=
 LABELS=
 INDEX_URL=
@@ -30,6 +40,7 @@ UNIT=trainhub-agent.service
 SYSTEMD_ROOT=${TRAINHUB_SYSTEMD_ROOT:-}
 
 say() { printf 'trainhub-agent install: %s\n' "$*"; }
+warn() { printf 'trainhub-agent install: warning: %s\n' "$*" >&2; }
 die() {
     printf 'trainhub-agent install: error: %s\n' "$*" >&2
     exit 1
@@ -39,11 +50,18 @@ usage() {
     cat <<'EOF'
 Install the TrainHub node agent and enroll this machine.
 
-usage: sh install.sh --server URL --token TOKEN [options]
+usage: sh install.sh --server URL --token-file PATH [options]
 
-  --server URL       the TrainHub server (default: the one this script came from)
-  --token TOKEN      enrollment token (POST /api/v1/enrollment-tokens/); not needed
-                     when this machine is already enrolled (an upgrade)
+  --server URL       the TrainHub server's https:// URL (default: the one this script
+                     came from)
+  --token-file PATH  read the enrollment token (POST /api/v1/enrollment-tokens/) from
+                     PATH, or from standard input with --token-file - (then run a saved
+                     copy of this script: sh install.sh ... --token-file - < FILE);
+                     not needed when this machine is already enrolled (an upgrade)
+  --token TOKEN      the token itself: works, but it is visible to other users in the
+                     process list, and it stays in your shell history
+  --insecure         allow an http:// server: the token, the node's credential and the
+                     agent software then cross the network unencrypted (test setups)
   --prefix DIR       where the agent is installed (default /opt/trainhub-agent)
   --no-service       no systemd unit: print the command that runs the agent instead
   --name NAME        the node's name (default: this host's name)
@@ -65,7 +83,7 @@ parse_args() {
                 opt=${opt%%=*}
                 shift
                 ;;
-            --server | --token | --prefix | --name | --labels | --index-url)
+            --server | --token | --token-file | --prefix | --name | --labels | --index-url)
                 [ $# -ge 2 ] || die "$opt needs a value (see --help)"
                 val=$2
                 shift 2
@@ -75,6 +93,8 @@ parse_args() {
         case $opt in
             --server) SERVER=$val ;;
             --token) TOKEN=$val ;;
+            --token-file) TOKEN_FILE=$val ;;
+            --insecure) INSECURE=1 ;;
             --prefix) PREFIX=$val ;;
             --name) NAME=$val ;;
             --labels) LABELS=$val ;;
@@ -88,9 +108,17 @@ parse_args() {
         esac
     done
     case $SERVER in
-        http://?* | https://?*) SERVER=${SERVER%/} ;;
-        *) die "--server must be the server's http:// or https:// URL, got '$SERVER'" ;;
+        https://?*) ;;
+        http://?*)
+            [ "$INSECURE" = 1 ] || die "refusing the plain-http server $SERVER: the enrollment token, this node's credential and the agent software would cross the network unencrypted and unchecked, so anyone on the way could read or replace them. Use the server's https:// URL (its admin sets TRAINHUB_PUBLIC_URL to it), or pass --insecure to accept plain http on a network you trust, such as a test setup."
+            warn "--insecure: talking to $SERVER over plain http, unencrypted"
+            ;;
+        *) die "--server must be the server's https:// URL (http:// only with --insecure), got '$SERVER'" ;;
     esac
+    SERVER=${SERVER%/}
+    if [ -n "$TOKEN" ] && [ -n "$TOKEN_FILE" ]; then
+        die "give the enrollment token once: --token-file or --token, not both"
+    fi
     case $PREFIX in
         /*) ;;
         *) PREFIX=$(pwd)/$PREFIX ;;
@@ -103,6 +131,31 @@ parse_args() {
     WORK_DIR=$PREFIX/work
     AGENT=$PREFIX/bin/trainhub-agent
     RUN_COMMAND="$AGENT run --state-file $STATE --work-dir $WORK_DIR"
+    CONFIG=$PREFIX/etc/trainhub-agent.json
+}
+
+# The enrollment token, from --token-file (builtins only: no process has it in its
+# arguments), or from --token with a warning.
+read_token() {
+    if [ -n "$TOKEN" ]; then
+        warn "--token puts the enrollment token in the process list, where other users of this machine can read it until it is used, and in your shell history; pass --token-file PATH instead (or --token-file - with the token on standard input)"
+        return
+    fi
+    [ -n "$TOKEN_FILE" ] || return 0
+    if [ "$TOKEN_FILE" = - ]; then
+        from="standard input"
+        read -r TOKEN || true
+    else
+        from=$TOKEN_FILE
+        if [ ! -f "$TOKEN_FILE" ] || [ ! -r "$TOKEN_FILE" ]; then
+            die "cannot read the token file $TOKEN_FILE"
+        fi
+        read -r TOKEN <"$TOKEN_FILE" || true
+    fi
+    TOKEN=${TOKEN%"$(printf '\r')"}
+    if [ -z "$TOKEN" ]; then
+        die "no enrollment token on the first line of $from. With curl ... | sh, standard input is this script itself: save the token to a file and pass --token-file FILE."
+    fi
 }
 
 python_ok() {
@@ -139,7 +192,9 @@ make_venv() {
         UPGRADE=1
         say "upgrading the agent in $PREFIX"
     else
-        mkdir -p "$PREFIX" 2>/dev/null && [ -w "$PREFIX" ] || die "cannot write to $PREFIX: run as root (curl ... | sudo sh -s -- ...) or choose another --prefix"
+        if ! mkdir -p "$PREFIX" 2>/dev/null || [ ! -w "$PREFIX" ]; then
+            die "cannot write to $PREFIX: run as root (curl ... | sudo sh -s -- ...) or choose another --prefix"
+        fi
         say "creating a virtualenv in $PREFIX with $PYTHON"
         "$PYTHON" -m venv "$PREFIX" </dev/null || die "could not create a virtualenv in $PREFIX with $PYTHON"
     fi
@@ -152,14 +207,23 @@ pip_install() {
     "$PREFIX/bin/python" -m pip install --disable-pip-version-check --no-input --quiet "$@" </dev/null
 }
 
-# The runtime wheel of the server's version, then its dependencies from the index.
-install_runtime() {
+# The runtime wheel of the server's version, checked against the sha256 this script
+# carries before anything is installed.
+download_runtime() {
     url=$SERVER$DIST_PATH$WHEEL
     if command -v curl >/dev/null 2>&1; then
         curl -fsSL --retry 3 -o "$TMP/$WHEEL" "$url" || die "cannot download the agent from $url"
     else
-        "$PREFIX/bin/python" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$TMP/$WHEEL" 2>"$TMP/err" </dev/null || die "cannot download the agent from $url: $(tail -n 1 "$TMP/err")"
+        "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$TMP/$WHEEL" 2>"$TMP/err" </dev/null || die "cannot download the agent from $url: $(tail -n 1 "$TMP/err")"
     fi
+    actual=$("$PYTHON" -c 'import hashlib, sys; print(hashlib.file_digest(open(sys.argv[1], "rb"), "sha256").hexdigest())' "$TMP/$WHEEL" </dev/null) || die "cannot compute the sha256 of $TMP/$WHEEL"
+    if [ "$actual" != "$WHEEL_SHA256" ]; then
+        die "the downloaded $WHEEL does not match the sha256 this script carries (got $actual, expected $WHEEL_SHA256): it was changed on the way or on the server, so nothing was installed. Fetch the script again and rerun it (the server rebuilds its wheel when its source changes); if it fails again, tell the server's admin."
+    fi
+}
+
+# The checked wheel, then its dependencies from the index.
+install_runtime() {
     say "installing $WHEEL and its dependencies (grpcio, protobuf, numpy, websockets)"
     pip_install --upgrade "$TMP/$WHEEL" || die "pip could not install the agent's dependencies; without access to the public package index, pass --index-url with a mirror"
     if [ "$UPGRADE" = 1 ]; then
@@ -175,16 +239,21 @@ enroll() {
         say "already enrolled ($STATE kept; no token used). To enroll this machine again: stop its agent, remove $STATE and run this with a new token."
         return
     fi
-    mkdir -p "$PREFIX/etc"
-    chmod 700 "$PREFIX/etc"
-    set -- enroll --server "$SERVER" --token="$TOKEN" --state-file "$STATE"
+    set -- enroll --server "$SERVER" --token-file - --state-file "$STATE"
     if [ -n "$NAME" ]; then
         set -- "$@" --name="$NAME"
     fi
     if [ -n "$LABELS" ]; then
         set -- "$@" --labels="$LABELS"
     fi
-    "$AGENT" "$@" </dev/null || die "enrollment failed (see above); the agent stays installed in $PREFIX: run this again with a new token"
+    printf '%s\n' "$TOKEN" | "$AGENT" "$@" || die "enrollment failed (see above); the agent stays installed in $PREFIX: run this again with a new token"
+}
+
+# What `$AGENT run` (or enroll) without --state-file and --work-dir uses: the agent reads
+# it from its virtualenv's etc/ (ps_runtime/agent/state.py).
+write_config() {
+    printf '{"state_file": "%s", "work_dir": "%s"}\n' "$STATE" "$WORK_DIR" >"$CONFIG.tmp"
+    mv -f "$CONFIG.tmp" "$CONFIG"
 }
 
 run_yourself() {
@@ -216,16 +285,23 @@ install_service() {
 
 main() {
     parse_args "$@"
-    if [ ! -f "$STATE" ] && [ -z "$TOKEN" ]; then
-        die "--token is needed to enroll this machine: ask a platform admin for an enrollment token (POST /api/v1/enrollment-tokens/ answers with the whole command)"
+    if [ ! -f "$STATE" ]; then
+        read_token
+        [ -n "$TOKEN" ] || die "an enrollment token is needed to enroll this machine: ask a platform admin for one (POST /api/v1/enrollment-tokens/ answers with the whole command), save it to a file and pass --token-file FILE"
+    elif [ -n "$TOKEN" ]; then
+        read_token # only its warning: the token is not used
     fi
     find_python
     TMP=$(mktemp -d)
     trap 'rm -rf "$TMP"' EXIT
     trap 'exit 130' INT TERM
+    download_runtime
     make_venv
     install_runtime
+    mkdir -p "$PREFIX/etc"
+    chmod 700 "$PREFIX/etc"
     enroll
+    write_config
     mkdir -p "$WORK_DIR"
     if [ "$SERVICE" = 0 ]; then
         run_yourself "installed, no service (--no-service)."
