@@ -1,8 +1,9 @@
 """Personal API tokens (knox: several per user, stored hashed, each expiring).
 
 The API (`/api/v1/tokens/`) and the account page both issue and revoke tokens here. No
-token outlives `TOKEN_MAX_DAYS` (`TRAINHUB_TOKEN_MAX_DAYS`), and a password change ends
-all of the user's tokens (`revoke_on_password_change`, connected by `TenancyConfig`).
+token outlives `TOKEN_MAX_DAYS` (`TRAINHUB_TOKEN_MAX_DAYS`), none made by a request signed
+with a token outlives that token, and a password change ends all of the user's tokens
+(`revoke_on_password_change`, connected by `TenancyConfig`).
 """
 
 from __future__ import annotations
@@ -45,17 +46,41 @@ def latest_expiry(now: datetime) -> datetime:
     return now + timedelta(days=settings.TOKEN_MAX_DAYS)
 
 
-def lifetime_problem(expires_at: datetime, now: datetime) -> str | None:
-    """Why `expires_at` is too late for a token issued at `now`; None when it is not."""
+def expiry_of(token: AuthToken) -> datetime:
+    """When `token` stops working: its own expiry, or `TOKEN_MAX_DAYS` after it was made
+    if that is sooner (`BoundedTokenAuthentication` holds it to that)."""
+    limit = token.created + timedelta(days=settings.TOKEN_MAX_DAYS)
+    return limit if token.expiry is None else min(token.expiry, limit)
+
+
+def lifetime_problem(
+    expires_at: datetime, now: datetime, *, not_after: datetime | None = None
+) -> str | None:
+    """Why `expires_at` is too late for a token issued at `now` (and, when the request
+    is signed with a token, ending at `not_after`); None when it is not."""
     if expires_at > latest_expiry(now):
         days = settings.TOKEN_MAX_DAYS
         return f"At most {days} days from now (the server's TRAINHUB_TOKEN_MAX_DAYS)."
+    if not_after is not None and expires_at > not_after:
+        return (
+            f"At most {not_after.isoformat()}: a token cannot make one that outlives it "
+            "(the token this request is signed with expires then)."
+        )
     return None
 
 
 @transaction.atomic
-def issue_token(*, user: User, expires_at: datetime | None) -> IssuedToken:
-    """A new token expiring at `expires_at`; None: as late as `TOKEN_MAX_DAYS` allows.
+def issue_token(
+    *, user: User, expires_at: datetime | None, not_after: datetime | None = None
+) -> IssuedToken:
+    """A new token expiring at `expires_at`; None: as late as allowed.
+
+    Args:
+        user: whose token it is.
+        expires_at: when it stops working; at most `TOKEN_MAX_DAYS` from now.
+        not_after: for a request signed with a token, when that token expires
+            (`expiry_of`): the new one expires no later, so a token that leaks cannot
+            renew itself for ever. None for a signed-in session.
 
     Raises:
         TokenLifetimeError: `expires_at` is later than that.
@@ -63,10 +88,15 @@ def issue_token(*, user: User, expires_at: datetime | None) -> IssuedToken:
     now = timezone.now()
     if expires_at is None:
         expires_at = latest_expiry(now)
-    problem = lifetime_problem(expires_at, now)
+        if not_after is not None:
+            expires_at = min(expires_at, not_after)
+    problem = lifetime_problem(expires_at, now, not_after=not_after)
     if problem:
         raise TokenLifetimeError(problem)
     instance, secret = AuthToken.objects.create(user, expires_at - now)
+    # knox adds the lifetime to its own clock, a moment after `now`: end exactly on time.
+    AuthToken.objects.filter(pk=instance.pk).update(expiry=expires_at)
+    instance.expiry = expires_at
     return IssuedToken(key=instance.token_key, secret=secret, expiry=instance.expiry)
 
 

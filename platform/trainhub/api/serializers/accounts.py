@@ -22,7 +22,8 @@ class ApiTokenRequestSerializer(JsonTypedSerializer):
     expires_at = serializers.DateTimeField(
         required=False,
         allow_null=True,
-        help_text="When it stops working; at most TRAINHUB_TOKEN_MAX_DAYS days from now "
+        help_text="When it stops working; at most TRAINHUB_TOKEN_MAX_DAYS days from now, "
+        "and, for a request signed with a token, no later than that token expires "
         "(null or absent: that latest time).",
     )
 

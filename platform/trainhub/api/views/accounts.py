@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from trainhub.tenancy.tokens import TokenLifetimeError, issue_token, revoke_token
+from trainhub.tenancy.tokens import TokenLifetimeError, expiry_of, issue_token, revoke_token
 
 from ..serializers.accounts import (
     ApiTokenRequestSerializer,
@@ -24,7 +24,8 @@ from .jobs import _user
 
 class ApiTokenViewSet(viewsets.ViewSet):
     """Your API tokens: several at once, stored hashed, each expiring (at most
-    `TRAINHUB_TOKEN_MAX_DAYS` after it is made). A password change revokes them all.
+    `TRAINHUB_TOKEN_MAX_DAYS` after it is made, and no later than the token that made it,
+    if one did). A password change revokes them all.
 
     The secret is shown once, when the token is created.
     """
@@ -58,9 +59,13 @@ class ApiTokenViewSet(viewsets.ViewSet):
     def create(self, request: Request) -> Response:
         params = ApiTokenRequestSerializer(data=request.data)
         params.is_valid(raise_exception=True)
+        # Signed with a token (not a session): the new one ends no later than it does.
+        signing = request.auth if isinstance(request.auth, AuthToken) else None
         try:
             issued = issue_token(
-                user=_user(request), expires_at=params.validated_data.get("expires_at")
+                user=_user(request),
+                expires_at=params.validated_data.get("expires_at"),
+                not_after=expiry_of(signing) if signing is not None else None,
             )
         except TokenLifetimeError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
