@@ -8,6 +8,10 @@ behind a flood of points. Database work runs on pooled connections in worker thr
 (one thread for SQLite, which has one writer anyway). Every numbered message is
 acknowledged once handled (`AckWindow`); what is refused, message or item, gets an error
 frame naming its field, and the rest goes on.
+
+A revoked credential closes the socket (4401) when the channel-layer notice arrives; in
+case it is lost, the socket also checks its credential again at its first message
+`CREDENTIAL_RECHECK_SECONDS` after the previous check (one primary-key lookup).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from collections.abc import Callable
 from datetime import datetime
@@ -57,6 +62,10 @@ DATA_QUEUE_LIMIT = 512
 # its Python work; more of them at a time add no throughput (PostgreSQL and the CPU are
 # the limit) and make the event loop, which answers heartbeats, wait longer for its turn.
 INGEST_AT_ONCE = 2
+# A socket checks its credential again (revoked? expired?) at its first message this long
+# after the last check: a revocation whose notice was lost closes it within this time plus
+# one heartbeat (5 s), for one lookup per socket per interval instead of one per message.
+CREDENTIAL_RECHECK_SECONDS = 15.0
 _SQLITE = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 
 
@@ -86,18 +95,22 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     # When the credential this socket was opened with expires (None: never); a message
     # after it closes the socket with 4401, so an agent that stopped renewing is refused.
     valid_until: datetime | None = None
+    # That credential, and when (`time.monotonic`) it was last found valid.
+    credential = ""
+    checked_at = 0.0
 
     async def connect(self) -> None:
         headers = dict(self.scope.get("headers", []))
         raw = headers.get(b"authorization", b"").decode("latin-1")
         credential = credential_from_header(raw)
         login = await _db(check_node_credential)(credential) if credential else None
-        if login is None:
+        if login is None or credential is None:
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         node = login.node
         self.node_id = node.pk
         self.valid_until = login.valid_until
+        self.credential, self.checked_at = credential, time.monotonic()
         self.window = AckWindow()
         self.data: asyncio.Queue[tuple[int | None, Metrics | Logs]] = asyncio.Queue(
             DATA_QUEUE_LIMIT
@@ -127,8 +140,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.node_id is None:
             return
-        if self.valid_until is not None and timezone.now() >= self.valid_until:
-            logger.info("credential of node %s expired; closing its socket", self.node_id)
+        if not await self._credential_valid():
+            logger.info(
+                "credential of node %s expired or revoked; closing its socket", self.node_id
+            )
             await self.close(code=CLOSE_UNAUTHORIZED)
             return
         received = receive(content)
@@ -147,6 +162,16 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         else:
             assert isinstance(message, Metrics | Logs)
             await self.data.put((received.seq, message))
+
+    async def _credential_valid(self) -> bool:
+        """Whether the socket's credential is still valid: its expiry checked at every
+        message, the database (revoked, replaced) every `CREDENTIAL_RECHECK_SECONDS`."""
+        if time.monotonic() - self.checked_at >= CREDENTIAL_RECHECK_SECONDS:
+            login = await _db(check_node_credential)(self.credential)
+            if login is None or login.node.pk != self.node_id:
+                return False
+            self.valid_until, self.checked_at = login.valid_until, time.monotonic()
+        return self.valid_until is None or timezone.now() < self.valid_until
 
     async def _ingest_loop(self) -> None:
         """The data lane: batches of queued metrics and logs, stored together."""

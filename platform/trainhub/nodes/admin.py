@@ -14,6 +14,8 @@ from .install import install_command, public_server_url
 from .models import EnrollmentToken, Node
 from .services import (
     TokenTermsError,
+    approve_node,
+    check_token_limits,
     check_token_terms,
     create_enrollment_token,
     revoke_enrollment_token,
@@ -77,11 +79,12 @@ class NodeAdmin(admin.ModelAdmin):
         "gpu_count",
         "owner",
         "state",
+        "awaiting_approval",
         "last_seen",
         "credential_expires_at",
         "credential_revoked_at",
     )
-    list_filter = ("state", "owner")
+    list_filter = ("state", "awaiting_approval", "owner")
     search_fields = ("hostname", "address")
     readonly_fields = [
         "hostname",
@@ -92,6 +95,8 @@ class NodeAdmin(admin.ModelAdmin):
         "isolation",
         "agent_version",
         "state",
+        "awaiting_approval",
+        "capacity_capped",
         "enrolled_at",
         "last_seen",
         "usage",
@@ -103,6 +108,7 @@ class NodeAdmin(admin.ModelAdmin):
         _set_state(NodeState.CORDONED, "cordon"),
         _set_state(NodeState.DRAINING, "drain"),
         _set_state(NodeState.ACTIVE, "uncordon"),
+        "approve",
         "revoke_credential",
     ]
 
@@ -113,6 +119,13 @@ class NodeAdmin(admin.ModelAdmin):
         # The owner and the labels are the editable fields; the services audit changes.
         set_node_owner(node=obj, owner=obj.owner, actor=request.user)
         set_node_labels(node=obj, labels=obj.labels, actor=request.user)
+
+    @admin.action(description="Approve selected nodes awaiting approval (they get work)")
+    def approve(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        waiting = list(queryset.filter(awaiting_approval=True))
+        for node in waiting:
+            approve_node(node=node, actor=request.user)
+        self.message_user(request, f"Approved {len(waiting)} node(s).")
 
     @admin.action(description="Revoke credential (disconnect; enroll again to return)")
     def revoke_credential(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
@@ -125,13 +138,50 @@ class NodeAdmin(admin.ModelAdmin):
         )
 
 
+_TOKEN_TERMS = (
+    "description",
+    "expires_at",
+    "max_uses",
+    "max_cpus",
+    "max_memory_mb",
+    "max_gpus",
+    "labels",
+    "requires_approval",
+)
+
+
 class EnrollmentTokenForm(forms.ModelForm):
-    """The service's bounds on a token's terms, shown next to the field at fault."""
+    """The service's bounds on a token's terms and limits, shown next to the field at
+    fault; labels written as at install (`zone=eu-1,rack=4`)."""
+
+    labels = forms.CharField(
+        required=False,
+        widget=forms.TextInput(attrs={"size": 60}),
+        help_text="Labels its nodes get, over what their agents claim for the same keys: "
+        "key=value pairs separated by commas (e.g. zone=eu-1); empty: none.",
+    )
 
     class Meta:
         model = EnrollmentToken
-        fields = ("description", "expires_at", "max_uses")
-        help_texts = {"expires_at": "Empty: one hour from now. At most seven days away."}
+        fields = _TOKEN_TERMS
+        help_texts = {
+            "expires_at": "Empty: one hour from now. At most seven days away.",
+            "max_cpus": "A node declaring more CPUs is refused. Empty: no limit.",
+            "max_memory_mb": "A node declaring more memory (MB) is refused. Empty: no limit.",
+            "max_gpus": "A node declaring more GPUs is refused (0: CPU-only). Empty: no limit.",
+            "requires_approval": "Its nodes start cordoned until an admin approves them.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        labels = self.instance.labels or {}
+        self.initial["labels"] = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+    def clean_labels(self) -> dict[str, str]:
+        try:
+            return parse_labels(self.cleaned_data.get("labels") or "")
+        except LabelError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
@@ -142,6 +192,12 @@ class EnrollmentTokenForm(forms.ModelForm):
                     max_uses=cleaned.get("max_uses") or 1,
                     now=timezone.now(),
                 )
+                check_token_limits(
+                    max_cpus=cleaned.get("max_cpus"),
+                    max_memory_mb=cleaned.get("max_memory_mb"),
+                    max_gpus=cleaned.get("max_gpus"),
+                    labels=cleaned.get("labels"),
+                )
             except TokenTermsError as exc:
                 self.add_error(exc.field, str(exc))
         return cleaned
@@ -150,14 +206,22 @@ class EnrollmentTokenForm(forms.ModelForm):
 @admin.register(EnrollmentToken)
 class EnrollmentTokenAdmin(admin.ModelAdmin):
     form = EnrollmentTokenForm
-    list_display = ("description", "created_at", "expires_at", "uses", "max_uses", "revoked")
-    fields = ("description", "expires_at", "max_uses", "uses", "revoked", "created_by")
+    list_display = (
+        "description",
+        "created_at",
+        "expires_at",
+        "uses",
+        "max_uses",
+        "requires_approval",
+        "revoked",
+    )
+    fields = (*_TOKEN_TERMS, "uses", "revoked", "created_by")
     readonly_fields = ("uses", "revoked", "created_by")
     actions = ["revoke"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is not None:  # a token's terms are fixed once issued; revoke and issue anew
-            return ("description", "expires_at", "max_uses", "uses", "revoked", "created_by")
+            return self.fields
         return self.readonly_fields
 
     def save_model(
@@ -170,6 +234,11 @@ class EnrollmentTokenAdmin(admin.ModelAdmin):
             description=obj.description,
             expires_at=obj.expires_at,
             max_uses=obj.max_uses or 1,
+            max_cpus=obj.max_cpus,
+            max_memory_mb=obj.max_memory_mb,
+            max_gpus=obj.max_gpus,
+            labels=obj.labels,
+            requires_approval=obj.requires_approval,
         )
         obj.pk = issued.id
         self.message_user(

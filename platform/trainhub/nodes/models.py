@@ -54,6 +54,14 @@ class Node(models.Model):
     isolation = models.CharField(
         max_length=16, choices=NodeIsolation.choices, default=NodeIsolation.NONE
     )
+    # Enrolled with a token that `requires_approval`: the node starts cordoned and stays
+    # so until an admin approves it (`services.approve_node`, or uncordoning it).
+    awaiting_approval = models.BooleanField(default=False, editable=False)
+    # Set while the GPUs in `gpus` (what the scheduler counts) are fewer than the node
+    # declared at enrollment because its heartbeats report fewer
+    # (`services.cap_gpus_to_reports`): {"gpus": {"declared": [...], "reported": [0, 1],
+    # "since": "<ISO 8601>"}}; {} when the node offers all it declared.
+    capacity_capped = models.JSONField(default=dict, blank=True, editable=False)
     # The trainhub-runtime version the node's agent runs (enrollment, then heartbeats);
     # empty until an agent reports one. The API and the nodes page flag a version other
     # than the server's own (`nodes.selectors.agent_outdated`).
@@ -91,7 +99,8 @@ class EnrollmentToken(models.Model):
     """A secret that lets an agent register a node; stored hashed.
 
     Every token expires (`nodes.services.create_enrollment_token` sets one hour unless
-    told otherwise, at most seven days) and enrolls `max_uses` nodes (one by default).
+    told otherwise, at most seven days) and enrolls `max_uses` nodes (one by default), each
+    within the token's limits (`max_cpus`, `max_memory_mb`, `max_gpus`, forced `labels`).
     """
 
     description = models.CharField(max_length=200, blank=True)
@@ -105,6 +114,17 @@ class EnrollmentToken(models.Model):
     max_uses = models.PositiveIntegerField(default=1)
     uses = models.PositiveIntegerField(default=0)
     revoked = models.BooleanField(default=False)
+    # Limits on the nodes it enrolls, so a leaked token cannot bring in a node that claims
+    # the whole cluster's work: a node declaring more is refused (null: no limit).
+    max_cpus = models.FloatField(null=True, blank=True, help_text="Empty: no limit.")
+    max_memory_mb = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Empty: no limit."
+    )
+    max_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: no limit.")
+    # Labels its nodes get, replacing what the agent claims for these keys.
+    labels = models.JSONField(default=dict, blank=True)
+    # Its nodes start cordoned, awaiting an admin's approval.
+    requires_approval = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return self.description or f"enrollment token #{self.pk}"

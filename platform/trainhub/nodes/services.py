@@ -1,5 +1,11 @@
-"""Node enrollment, admin changes (state, owner, labels) and liveness; node credentials
-(renew, revoke, authenticate) are in `credentials.py`.
+"""Node enrollment, admin changes (state, owner, labels, approval) and liveness; node
+credentials (renew, revoke, authenticate) are in `credentials.py`, GPUs checked against
+heartbeats in `capacity.py`.
+
+An enrollment token may limit the nodes it enrolls (`max_cpus`, `max_memory_mb`,
+`max_gpus`: a node declaring more is refused), force labels on them, and make them start
+cordoned until an admin approves them (`requires_approval`), so a leaked token cannot
+bring in a node that draws every team's work.
 
 A change that alters what the scheduler may place where (a node enrolled, cordoned,
 drained, given a new owner or labels) publishes `NodeChanged`; the scheduler queues a cycle
@@ -9,6 +15,8 @@ on it.
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,6 +42,10 @@ from .secrets_util import hash_secret, new_secret
 TOKEN_DEFAULT_LIFETIME = timedelta(hours=1)
 TOKEN_MAX_LIFETIME = timedelta(days=7)
 TOKEN_MAX_USES = 1_000_000
+# Bounds of a token's node limits (far above any machine; they keep the numbers sane).
+TOKEN_MAX_CPUS = 100_000.0
+TOKEN_MAX_MEMORY_MB = 2**40
+TOKEN_MAX_GPUS = 1_024
 NEW_TOKEN_HINT = (
     "ask a platform admin for a new one (POST /api/v1/enrollment-tokens/ answers it with "
     "the install command)"
@@ -73,6 +85,31 @@ def check_token_terms(*, expires_at: datetime | None, max_uses: int, now: dateti
     return expires_at
 
 
+def check_token_limits(
+    *,
+    max_cpus: float | None = None,
+    max_memory_mb: int | None = None,
+    max_gpus: int | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The token's labels, checked (`ps_runtime.agent.labels`), or `TokenTermsError` naming
+    the limit out of bounds; None means no limit."""
+    if max_cpus is not None and not (math.isfinite(max_cpus) and 0 < max_cpus <= TOKEN_MAX_CPUS):
+        raise TokenTermsError(
+            f"must be more than 0 and at most {TOKEN_MAX_CPUS:g}.", field="max_cpus"
+        )
+    if max_memory_mb is not None and not 1 <= max_memory_mb <= TOKEN_MAX_MEMORY_MB:
+        raise TokenTermsError(
+            f"must be between 1 and {TOKEN_MAX_MEMORY_MB}.", field="max_memory_mb"
+        )
+    if max_gpus is not None and not 0 <= max_gpus <= TOKEN_MAX_GPUS:
+        raise TokenTermsError(f"must be between 0 and {TOKEN_MAX_GPUS}.", field="max_gpus")
+    try:
+        return check_labels(labels or {})
+    except LabelError as exc:
+        raise TokenTermsError(str(exc), field="labels") from None
+
+
 @dataclass(frozen=True)
 class IssuedToken(IssuedSecret):
     expires_at: datetime
@@ -86,17 +123,28 @@ def create_enrollment_token(
     description: str = "",
     expires_at: datetime | None = None,
     max_uses: int = 1,
+    max_cpus: float | None = None,
+    max_memory_mb: int | None = None,
+    max_gpus: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    requires_approval: bool = False,
     now: datetime | None = None,
 ) -> IssuedToken:
     """Create an enrollment token; the secret is returned once and stored only hashed.
 
-    Single use and one hour by default; at most seven days.
+    Single use and one hour by default; at most seven days. A node enrolled with it may
+    declare at most `max_cpus`, `max_memory_mb` and `max_gpus` (None: no limit), gets
+    `labels` (over what its agent claims for those keys), and with `requires_approval`
+    starts cordoned until an admin approves it.
 
     Raises:
-        TokenTermsError: `expires_at` or `max_uses` out of bounds; nothing is created.
+        TokenTermsError: a term or limit out of bounds; nothing is created.
     """
     expires_at = check_token_terms(
         expires_at=expires_at, max_uses=max_uses, now=now or timezone.now()
+    )
+    checked_labels = check_token_limits(
+        max_cpus=max_cpus, max_memory_mb=max_memory_mb, max_gpus=max_gpus, labels=labels
     )
     secret = new_secret()
     token = EnrollmentToken.objects.create(
@@ -105,13 +153,27 @@ def create_enrollment_token(
         created_by=created_by,
         expires_at=expires_at,
         max_uses=max_uses,
+        max_cpus=max_cpus,
+        max_memory_mb=max_memory_mb,
+        max_gpus=max_gpus,
+        labels=checked_labels,
+        requires_approval=requires_approval,
     )
     record_change(
         actor=created_by,
         action="enrollment_token.create",
         target=token,
         before=None,
-        after={"description": description, "expires_at": str(expires_at), "max_uses": max_uses},
+        after={
+            "description": description,
+            "expires_at": str(expires_at),
+            "max_uses": max_uses,
+            "max_cpus": max_cpus,
+            "max_memory_mb": max_memory_mb,
+            "max_gpus": max_gpus,
+            "labels": checked_labels,
+            "requires_approval": requires_approval,
+        },
     )
     return IssuedToken(id=token.pk, secret=secret, expires_at=expires_at, max_uses=max_uses)
 
@@ -146,8 +208,15 @@ def _change_node(
 
 @transaction.atomic
 def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node:
-    """Cordon, drain or uncordon a node (a no-op when it already is in `state`)."""
+    """Cordon, drain or uncordon a node (a no-op when it already is in `state`).
+
+    Uncordoning a node that awaits approval approves it (`approve_node`).
+    """
     locked = Node.objects.select_for_update().get(pk=node.pk)
+    if state == NodeState.ACTIVE and locked.awaiting_approval:
+        _approve(locked, actor)
+        node.state, node.awaiting_approval = NodeState.ACTIVE, False
+        return node
     _change_node(
         locked,
         action=f"node.{_VERBS[state]}",
@@ -158,6 +227,32 @@ def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node
     )
     node.state = state
     return node
+
+
+NODE_APPROVED = "node.approve"
+
+
+@transaction.atomic
+def approve_node(*, node: Node, actor: Actor = None) -> Node:
+    """Put a node that awaits approval (enrolled with a token that `requires_approval`)
+    into service: it is no longer cordoned. A no-op for a node that awaits nothing."""
+    locked = Node.objects.select_for_update().get(pk=node.pk)
+    if locked.awaiting_approval:
+        _approve(locked, actor)
+        node.state, node.awaiting_approval = NodeState.ACTIVE, False
+    return node
+
+
+def _approve(locked: Node, actor: Actor) -> None:
+    Node.objects.filter(pk=locked.pk).update(awaiting_approval=False, state=NodeState.ACTIVE)
+    record_change(
+        actor=actor,
+        action=NODE_APPROVED,
+        target=locked,
+        before={"awaiting_approval": True, "state": locked.state},
+        after={"awaiting_approval": False, "state": str(NodeState.ACTIVE)},
+    )
+    publish(NodeChanged(node_id=locked.pk, reason=NODE_APPROVED))
 
 
 @transaction.atomic
@@ -235,19 +330,58 @@ def _check_name_free(hostname: str, now: datetime) -> None:
     )
 
 
+_LIMITS = (
+    ("cpus", "max_cpus", "CPUs"),
+    ("memory_mb", "max_memory_mb", "MB of memory"),
+    ("gpus", "max_gpus", "GPUs"),
+)
+
+
+def _number(value: float) -> str:
+    """4.0 as 4, 0.5 as 0.5, 1048576 in full (not as 1.04858e+06)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _check_within_limits(token: EnrollmentToken, facts: Mapping[str, Any]) -> None:
+    """Refuse a node that declares more than the token allows, or a GPU twice."""
+    indices = [int(g["index"]) for g in facts.get("gpus") or []]
+    repeated = sorted(i for i, n in Counter(indices).items() if n > 1)
+    if repeated:
+        raise EnrollmentError(
+            f"GPU index {repeated[0]} is listed more than once; list each GPU once.",
+            field="gpus",
+        )
+    declared = {"cpus": float(facts["cpus"]), "memory_mb": facts["memory_mb"], "gpus": len(indices)}
+    for name, limit_name, unit in _LIMITS:
+        limit = getattr(token, limit_name)
+        if limit is not None and declared[name] > limit:
+            raise EnrollmentError(
+                f"This enrollment token lets a node offer at most {_number(limit)} {unit}; "
+                f"this node declares {_number(declared[name])}. For a token whose "
+                f"{limit_name} allows it, {NEW_TOKEN_HINT}.",
+                field=name,
+            )
+
+
 @transaction.atomic
 def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedCredential:
     """Register a node with an enrollment token; returns the node id and its credential,
     which expires after `credential_lifetime()`.
 
+    The node gets the token's labels over those its agent sent for the same keys; with
+    a token that `requires_approval` it starts cordoned, awaiting an admin's approval.
+
     Raises:
         EnrollmentError: the token is unknown, revoked, expired or used up, the name is
-            held by a live node, or the labels are malformed; nothing changes.
+            held by a live node, the node declares more than the token's limits or a GPU
+            twice, or the labels are malformed; nothing changes. `field` names the part
+            of the request at fault.
     """
     usable = _usable_token(token, now)
     _check_name_free(facts["hostname"], now)
+    _check_within_limits(usable, facts)
     try:
-        labels = check_labels(facts.get("labels") or {})
+        labels = check_labels({**(facts.get("labels") or {}), **usable.labels})
     except LabelError as exc:
         raise EnrollmentError(str(exc), field="labels") from None
     EnrollmentToken.objects.filter(pk=usable.pk).update(uses=F("uses") + 1)
@@ -259,6 +393,8 @@ def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedCr
         memory_mb=facts["memory_mb"],
         gpus=facts.get("gpus", []),
         labels=labels,
+        state=NodeState.CORDONED if usable.requires_approval else NodeState.ACTIVE,
+        awaiting_approval=usable.requires_approval,
         agent_version=facts.get("agent_version") or "",
         credential_hash=hash_secret(secret),
         credential_expires_at=now + credential_lifetime(),

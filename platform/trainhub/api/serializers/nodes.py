@@ -14,7 +14,15 @@ from ps_runtime.version import known_runtime_version
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.selectors import agent_outdated, agent_version
-from trainhub.nodes.services import TOKEN_MAX_USES, TokenTermsError, check_token_terms
+from trainhub.nodes.services import (
+    TOKEN_MAX_CPUS,
+    TOKEN_MAX_GPUS,
+    TOKEN_MAX_MEMORY_MB,
+    TOKEN_MAX_USES,
+    TokenTermsError,
+    check_token_limits,
+    check_token_terms,
+)
 from trainhub.strictjson import JsonTypedSerializer
 
 
@@ -43,6 +51,17 @@ class NodeSerializer(serializers.ModelSerializer):
         read_only=True,
         allow_null=True,
         help_text="When an admin revoked the node's credential (null: not revoked).",
+    )
+    awaiting_approval = serializers.BooleanField(
+        read_only=True,
+        help_text="Enrolled with a token that requires approval and not approved yet: "
+        "cordoned until a platform admin approves it (`POST .../approve/`).",
+    )
+    capacity_capped = serializers.DictField(
+        read_only=True,
+        help_text="Empty, or why the node offers less than it declared at enrollment: "
+        '{"gpus": {"declared": [...], "reported": [indices], "since": time}} when its '
+        "heartbeats report fewer GPUs (`gpus` holds those offered).",
     )
 
     owner: serializers.SlugRelatedField = serializers.SlugRelatedField(
@@ -84,6 +103,8 @@ class NodeSerializer(serializers.ModelSerializer):
             "usage",
             "credential_expires_at",
             "credential_revoked_at",
+            "awaiting_approval",
+            "capacity_capped",
         ]
         read_only_fields = fields
 
@@ -161,6 +182,11 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
     created_by: serializers.SlugRelatedField = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    labels = serializers.DictField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Labels its nodes get, over what their agents claim for the same keys.",
+    )
 
     class Meta:
         model = EnrollmentToken
@@ -173,6 +199,11 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
             "max_uses",
             "uses",
             "revoked",
+            "max_cpus",
+            "max_memory_mb",
+            "max_gpus",
+            "labels",
+            "requires_approval",
         ]
         read_only_fields = fields
 
@@ -192,14 +223,54 @@ class EnrollmentTokenRequestSerializer(JsonTypedSerializer):
         default=1,
         help_text="How many nodes it may enroll (default 1).",
     )
+    max_cpus = serializers.FloatField(
+        min_value=0.1,
+        max_value=TOKEN_MAX_CPUS,
+        required=False,
+        allow_null=True,
+        help_text="A node enrolled with it may declare at most this many CPUs; one that "
+        "declares more is refused (default null: no limit).",
+    )
+    max_memory_mb = serializers.IntegerField(
+        min_value=1,
+        max_value=TOKEN_MAX_MEMORY_MB,
+        required=False,
+        allow_null=True,
+        help_text="At most this much memory (MB) per node; more is refused (null: no limit).",
+    )
+    max_gpus = serializers.IntegerField(
+        min_value=0,
+        max_value=TOKEN_MAX_GPUS,
+        required=False,
+        allow_null=True,
+        help_text="At most this many GPUs per node (0: CPU-only nodes); more is refused "
+        "(null: no limit).",
+    )
+    labels = LabelsField(
+        required=False,
+        help_text="Labels its nodes get, over what their agents claim for the same keys "
+        "(e.g. zone: eu-1). Names and values as for `--labels` at install.",
+    )
+    requires_approval = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Its nodes start cordoned, awaiting a platform admin's approval "
+        "(`POST /api/v1/nodes/{id}/approve/`).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        # The service's own check, so the API, the admin and the service agree.
+        # The service's own checks, so the API, the admin and the service agree.
         try:
             attrs["expires_at"] = check_token_terms(
                 expires_at=attrs.get("expires_at"),
                 max_uses=attrs.get("max_uses", 1),
                 now=timezone.now(),
+            )
+            attrs["labels"] = check_token_limits(
+                max_cpus=attrs.get("max_cpus"),
+                max_memory_mb=attrs.get("max_memory_mb"),
+                max_gpus=attrs.get("max_gpus"),
+                labels=attrs.get("labels"),
             )
         except TokenTermsError as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc

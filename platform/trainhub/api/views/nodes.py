@@ -1,4 +1,4 @@
-"""`/api/v1/nodes/` (labels by PATCH; cordon, drain, uncordon, revoke-credential) and
+"""`/api/v1/nodes/` (labels by PATCH; cordon, drain, uncordon, approve, revoke-credential) and
 `/api/v1/enrollment-tokens/`."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from trainhub.nodes.install import install_command, public_server_url
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.services import (
     TokenTermsError,
+    approve_node,
     create_enrollment_token,
     revoke_enrollment_token,
     set_node_labels,
@@ -92,8 +93,17 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
     @action(detail=True, methods=["post"])
     def uncordon(self, request: Request, pk: str | None = None) -> Response:
-        """Put the node back into service."""
+        """Put the node back into service (a node awaiting approval is approved)."""
         return self._set(NodeState.ACTIVE)
+
+    @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str | None = None) -> Response:
+        """Approve a node enrolled with a token that requires approval: it leaves cordon
+        and gets work. A node that awaits no approval is left as it is."""
+        node = self.get_object()
+        approve_node(node=node, actor=self.request.user)
+        return Response(NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
 
     @extend_schema(request=None, responses={200: NodeSerializer, 403: ErrorResponse})
     @action(detail=True, methods=["post"], url_path="revoke-credential")
