@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -131,6 +133,73 @@ def left_behind(data_dir: Path, job_ids: list[int]) -> list[int]:
         if needle in environ and not zombie:
             pids.append(int(entry.name))
     return pids
+
+
+def installation_processes(data_dir: Path) -> dict[int, tuple[bytes, dict[str, str]]]:
+    """The installation's live processes (by its data dir): command line and environment."""
+    needle = f"TRAINHUB_DATA_DIR={data_dir}".encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in environ:
+            pairs = (item.decode(errors="replace").partition("=") for item in environ if item)
+            found[int(entry.name)] = (cmdline, {k: v for k, _, v in pairs})
+    return found
+
+
+def test_standalone_broker_needs_a_password_that_no_task_sees(tmp_path: Path) -> None:
+    """The embedded broker has a new random password every start: the web, worker and beat
+    processes get it in REDIS_URL; the agent and its tasks do not; no log holds it; a
+    client without it is refused."""
+    data_dir = tmp_path / "var"
+    with standalone(data_dir, free_port(), task_port_range()) as server:
+        processes = installation_processes(data_dir)
+        urls = {
+            name: {env.get("REDIS_URL") for cmd, env in processes.values() if name in cmd}
+            for name in (b"uvicorn", b"worker", b"beat")
+        }
+        (url,) = urls[b"uvicorn"]
+        assert url and urls[b"worker"] == urls[b"beat"] == {url}, urls
+        broker = urlsplit(url)
+        password = broker.password
+        assert password and len(password) >= 43, "the broker URL holds no password"
+        agents = [env for cmd, env in processes.values() if b"ps_runtime.agent.cli" in cmd]
+        assert agents and all("REDIS_URL" not in env for env in agents)
+
+        with socket.create_connection((broker.hostname, broker.port), timeout=5) as conn:
+            conn.sendall(b"*1\r\n$4\r\nPING\r\n")
+            assert conn.recv(100) == b"-NOAUTH Authentication required.\r\n"
+
+        job_id = server.submit(_spec("standalone-secret", 6))
+        seen = 0
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            for pid in job_processes(job_id):
+                try:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes()
+                except OSError:
+                    continue
+                seen += 1
+                assert password.encode() not in environ and b"REDIS_URL=" not in environ
+            if server.api.get(f"/jobs/{job_id}/").json()["state"] in {"succeeded", "failed"}:
+                break
+            time.sleep(0.2)
+        assert seen, (
+            server.api.get(f"/jobs/{job_id}/").json()["state"],
+            server.api.get(f"/jobs/{job_id}/events/").json(),
+            (data_dir / "logs" / "agent.log").read_text()[-3000:],
+        )
+        assert server.wait_state(job_id, {"succeeded", "failed"})["state"] == "succeeded"
+        assert server.stop(signal.SIGTERM) == 0
+    assert password not in server.output
+    for log in (data_dir / "logs").iterdir():
+        assert password not in log.read_text(errors="replace"), log
 
 
 def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,12 @@ from pathlib import Path
 import httpx
 
 REPO_DIR = Path(__file__).resolve().parents[3]
+
+# The server processes' secrets, which an agent has no use for: left out of a local agent's
+# environment, so that neither it nor anything it starts holds them (a task's own
+# environment is an allow-list besides, `ps_runtime.agent.isolation.task_environment`).
+# In standalone REDIS_URL holds the embedded broker's password.
+AGENT_WITHHELD_ENV = ("REDIS_URL", "DATABASE_URL")
 
 
 def child_env(extra: Mapping[str, str]) -> dict[str, str]:
@@ -123,7 +130,7 @@ def enroll_agent(
             address,
             *(["--name", name] if name else []),
         ],
-        env=dict(env),
+        env={k: v for k, v in env.items() if k not in AGENT_WITHHELD_ENV},
         capture_output=True,
         text=True,
         check=False,
@@ -134,8 +141,15 @@ def agent_command(
     state_file: Path, work_dir: Path, *, stop_tasks_on_exit: bool = True
 ) -> list[str]:
     """A local agent; by default it stops its tasks when it is stopped (standalone stops
-    everything it started), where a node's agent would leave them for the next one."""
+    everything it started), where a node's agent would leave them for the next one.
+
+    The command runs the agent through `env -u`, without AGENT_WITHHELD_ENV in its
+    environment whatever the environment it is started with (`ProcessGroup.env`, which
+    the server processes share)."""
+    withheld = [arg for name in AGENT_WITHHELD_ENV for arg in ("-u", name)]
     command = [
+        shutil.which("env") or "/usr/bin/env",
+        *withheld,
         sys.executable,
         "-m",
         "ps_runtime.agent.cli",
