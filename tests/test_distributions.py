@@ -57,6 +57,21 @@ def test_runtime_wheel_installs_no_control_plane(runtime_venv: Path, tmp_path: P
     assert str(runtime_venv) in where.stdout  # the installed copy, not this checkout
 
 
+def test_runtime_wheel_has_the_archive_checks(runtime_venv: Path, tmp_path: Path) -> None:
+    """The agent scans code archives with `ps_runtime.archives`, a package of several
+    modules: the wheel ships all of them."""
+    probe = _run(
+        runtime_venv / "bin" / "python",
+        "-c",
+        "from ps_runtime.archives import (DIGEST_PREFIX, TooLarge, UnsafeArchive,"
+        " copy_hashing, extract, is_digest, make_writable, scan, sha256_file);"
+        " import ps_runtime.archives as a; print(a.__file__)",
+        cwd=tmp_path,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert str(runtime_venv) in probe.stdout
+
+
 def test_runtime_wheel_agent_cli_works(runtime_venv: Path, tmp_path: Path) -> None:
     agent = _run(runtime_venv / "bin" / "trainhub-agent", "--help", cwd=tmp_path)
     assert agent.returncode == 0, agent.stderr
