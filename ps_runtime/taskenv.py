@@ -108,15 +108,22 @@ def _role(name: str, text: str) -> Role:
         ) from None
 
 
+def _is_ascii_number(text: str) -> bool:
+    """Only 0-9: `str.isdigit()` also takes Arabic-Indic, fullwidth and superscript
+    digits, which `int()` reads as numbers or refuses with a bare ValueError."""
+    return text.isascii() and text.isdigit()
+
+
 def _index(name: str, text: str) -> int:
-    if not text.isdigit():
+    if not _is_ascii_number(text):
         raise TaskEnvError(f"{name}={text!r} must be a non-negative integer")
     return int(text)
 
 
 def _seconds(name: str, text: str) -> float:
     try:
-        value = float(text)
+        # float() also reads non-ASCII digits ("١٢"): refused, as in the integer variables.
+        value = float(text) if text.isascii() else math.nan
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
@@ -126,7 +133,7 @@ def _seconds(name: str, text: str) -> float:
 
 def _address(name: str, text: str) -> str:
     host, sep, port = text.rpartition(":")
-    if not (host and sep and port.isdigit()):
+    if not (host and sep and _is_ascii_number(port)):
         raise TaskEnvError(f"{name}={text!r} must look like host:port")
     return text
 

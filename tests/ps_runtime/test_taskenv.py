@@ -132,6 +132,27 @@ def test_malformed_variable_is_named(name: str, value: str, said: str) -> None:
     assert said in str(info.value)
 
 
+# Twelve in Arabic-Indic and fullwidth digits, and a superscript two.
+@pytest.mark.parametrize("digits", ["\u0661\u0662", "\uff11\uff12", "\u00b2"])
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("TRAINHUB_TASK_INDEX", "{}", "must be a non-negative integer"),
+        ("TRAINHUB_METRICS_FD", "{}", "must be a non-negative integer"),
+        ("TRAINHUB_BIND", "h:{}", "must look like host:port"),
+        ("TRAINHUB_CHECKPOINT_EVERY_SECONDS", "{}", "must be a non-negative number of seconds"),
+        ("TRAINHUB_STARTUP_TIMEOUT", "1{}.5", "must be a non-negative number of seconds"),
+    ],
+)
+def test_numbers_are_ascii_digits(name: str, value: str, said: str, digits: str) -> None:
+    # str.isdigit(), int() and float() take these too: read as 12, or a bare ValueError.
+    text = value.format(digits)
+    env = {**_coordinator(bind="h:1").to_env(), name: text}
+    with pytest.raises(TaskEnvError) as info:
+        TaskEnvironment.from_env(env)
+    assert f"{name}={text!r} {said}" in str(info.value)
+
+
 def test_library_reads_go_through_the_same_variables(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -161,6 +161,44 @@ def test_bad_trace_is_refused_with_the_line(tmp_path: Path) -> None:
         load_trace(path)
 
 
+ARABIC_TWELVE, SUPERSCRIPT_TWO = "\u0661\u0662", "\u00b2"
+
+
+def _trace_job(job_id: int | str, submit: float) -> TraceJob:
+    return TraceJob(job_id, submit, "a", "normal", 60.0, 1, 2, 0, 4.0, 0, 1000.0)
+
+
+def test_only_ascii_digits_make_a_trace_job_id_a_number(tmp_path: Path) -> None:
+    # str.isdigit() takes both: int() read the first as 12 (a repeat of job 12) and refused
+    # the second with a message that did not name the job_id.
+    path = tmp_path / "t.csv"
+    ids: list[int | str] = [12, ARABIC_TWELVE, SUPERSCRIPT_TWO]
+    write_trace([_trace_job(job_id, float(i)) for i, job_id in enumerate(ids)], path)
+    assert [j.job_id for j in load_trace(path)] == ids
+
+
+@pytest.mark.parametrize(
+    ("column", "text"),
+    [
+        ("workers_max", "\u0662"),
+        ("ps", SUPERSCRIPT_TWO),
+        ("cpu_per_worker", "\uff14"),  # fullwidth four
+        ("checkpoint_every_s", ARABIC_TWELVE),
+    ],
+)
+def test_trace_numbers_in_other_digits_are_refused_naming_the_column(
+    tmp_path: Path, column: str, text: str
+) -> None:
+    path = tmp_path / "t.csv"
+    write_trace([_trace_job(1, 0.0)], path)
+    header, row = (line.split(",") for line in path.read_text().splitlines())
+    row[header.index(column)] = text
+    path.write_text(",".join(header) + "\n" + ",".join(row) + "\n")
+    with pytest.raises(InputError) as info:
+        load_trace(path)
+    assert str(info.value) == f"{path}:2: {column} {text!r} is not a number in ASCII digits"
+
+
 def test_jain_index() -> None:
     assert jain([1, 1, 1]) == 1
     assert jain([1, 0, 0, 0]) == pytest.approx(0.25)

@@ -73,7 +73,19 @@ def _job_id(raw: str) -> int | str:
     text = raw.strip()
     if not text:
         raise ValueError("job_id is empty")
-    return int(text) if text.isdigit() else text
+    # Only ASCII digits make a number: str.isdigit() also takes "١٢", which int() reads as
+    # 12 (another job's id), and "²", which int() refuses. Anything else names a job as is.
+    return int(text) if text.isascii() and text.isdigit() else text
+
+
+def _number(row: Mapping[str, str | None], column: str) -> str:
+    """A number column's text, for int() or float(), which also read non-ASCII digits."""
+    text = row[column]
+    if text is None:
+        raise ValueError(f"{column} is missing")
+    if not text.isascii():
+        raise ValueError(f"{column} {text!r} is not a number in ASCII digits")
+    return text
 
 
 def _resources(raw: Mapping[str, Any] | None, where: str, default: float) -> Resources:
@@ -144,17 +156,19 @@ def load_trace(path: str | Path) -> list[TraceJob]:
                 every = (row.get("checkpoint_every_s") or "").strip()
                 job = TraceJob(
                     _job_id(row["job_id"]),
-                    float(row["submit_time_s"]),
+                    float(_number(row, "submit_time_s")),
                     row["team"],
                     row["priority"],
-                    float(row["duration_s"]),
-                    int(row["workers_min"]),
-                    int(row["workers_max"]),
-                    int(row["ps"]),
-                    float(row["cpu_per_worker"]),
-                    int(float(row["gpu_per_worker"])),
-                    float(row["memory_mb_per_worker"]),
-                    float(every) if every else DEFAULT_CHECKPOINT_EVERY_S,
+                    float(_number(row, "duration_s")),
+                    int(_number(row, "workers_min")),
+                    int(_number(row, "workers_max")),
+                    int(_number(row, "ps")),
+                    float(_number(row, "cpu_per_worker")),
+                    int(float(_number(row, "gpu_per_worker"))),
+                    float(_number(row, "memory_mb_per_worker")),
+                    float(_number(row, "checkpoint_every_s"))
+                    if every
+                    else DEFAULT_CHECKPOINT_EVERY_S,
                 )
             except (TypeError, ValueError) as e:
                 raise InputError(f"{path}:{line}: {e}") from None
