@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
+from rest_framework.throttling import UserRateThrottle
 
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job
@@ -87,6 +88,21 @@ class Editors:
             self.yaml.add_error("spec", f"{path}: {message}" if path != "spec" else message)
 
 
+class _SubmissionRate(UserRateThrottle):
+    """`TRAINHUB_SUBMIT_RATE` per user, counted with the API's submissions and clones
+    (the same scope, so the same counts in the cache)."""
+
+    scope = "submit"
+
+
+def _throttled(request: HttpRequest) -> int | None:
+    """Seconds to wait when this post is over the user's submission rate; None if not."""
+    throttle = _SubmissionRate()
+    if throttle.allow_request(request, None):  # type: ignore[arg-type]
+        return None
+    return int(throttle.wait() or 1)
+
+
 def _teams(user: Any) -> list[tuple[str, str]]:
     return [(t.slug, t.slug) for t in submittable_teams(user)]
 
@@ -95,13 +111,18 @@ def _tab(value: str | None) -> str:
     return value if value in TABS else "form"
 
 
-def _read(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
-    """The posted editors; `spec` is set when the active one holds a valid spec."""
-    editors = Editors(
+def _posted(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
+    """The posted editors, as typed (nothing read yet)."""
+    return Editors(
         form=JobSpecForm(request.POST, teams=teams),
         yaml=YamlSpecForm(request.POST),
         tab=_tab(request.POST.get("mode") or request.POST.get("tab")),
     )
+
+
+def _read(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
+    """The posted editors; `spec` is set when the active one holds a valid spec."""
+    editors = _posted(request, teams)
     try:
         active = editors.form if editors.tab == "form" else editors.yaml
         document = active.document()
@@ -154,6 +175,16 @@ def job_new(request: HttpRequest) -> HttpResponse:
             tab=_tab(request.GET.get("tab")),
         )
         return _page(request, editors, cloned_from=request.GET.get("clone"))
+    wait = _throttled(request)
+    if wait is not None:
+        # Refused before the spec is read: nothing is created; what was typed stays.
+        editors = _posted(request, teams)
+        message = f"Too many submissions: try again in {wait} s. Nothing was submitted."
+        editors.refuse([("spec" if editors.tab == "yaml" else "", message)])
+        response = _page(request, editors)
+        response.status_code = 429
+        response["Retry-After"] = str(wait)
+        return response
     editors = _read(request, teams)
     if editors.spec is not None:
         assert isinstance(request.user, User)
