@@ -186,7 +186,9 @@ class ReplicaSet:
     def shard_of(self, context: grpc.ServicerContext) -> Shard:
         """The shard a call is for (this server's own when the call names none)."""
         text = metadata_value(context, SHARD_KEY)
-        index = self.index if text is None else int(text) if text.isdigit() else -1
+        index = (
+            self.index if text is None else int(text) if text.isascii() and text.isdigit() else -1
+        )
         shard = self.shards.get(index)
         if shard is None:
             context.abort(

@@ -168,7 +168,17 @@ def main(env: Mapping[str, str] | None = None) -> int:
         return taskenv.EXIT_PS_LOST if isinstance(e, UnavailableError | NoLiveReplica) else 1
 
 
+def restore_signal_defaults() -> None:
+    """A sandboxed task starts with SIGTERM, SIGINT and SIGHUP ignored (so that bubblewrap
+    outlives the group's SIGTERM and reports the exit, `agent/taskwrap.py`); give them
+    back their usual meaning before anything else, the user's subprocesses included."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 if __name__ == "__main__":
+    restore_signal_defaults()
     code = main()
     sys.stdout.flush()
     # grpc's background threads can delay interpreter exit; the outcome is decided.

@@ -85,8 +85,11 @@ def _ensure_v2_parent(hierarchy: Hierarchy) -> Path:
     for level in (hierarchy.root, parent):
         control = level / "cgroup.subtree_control"
         if control.exists():
-            with contextlib.suppress(OSError):
-                _write(control, "+memory +cpu")
+            try:
+                _write(control, "+memory +cpu +pids")
+            except OSError:  # no pids controller here: memory and CPU still bound
+                with contextlib.suppress(OSError):
+                    _write(control, "+memory +cpu")
     return parent
 
 
@@ -116,8 +119,12 @@ def create(
     memory_mb: int,
     cpu: float,
     deny_gpus: Sequence[int] = (),
+    pids_max: int | None = None,
 ) -> TaskCgroup:
     """Create the task's cgroup with its limits (0 means unlimited); raises OSError.
+
+    `pids_max`: the most processes and threads of the task (the `pids` controller, where
+    the hierarchy has it).
 
     `deny_gpus`: minors of `/dev/nvidia<N>` the task may not open, through the v1 devices
     controller when it is mounted (v2 has no devices file: only CUDA_VISIBLE_DEVICES).
@@ -130,6 +137,8 @@ def create(
         _write(path / "memory.max", str(memory) if memory is not None else "max")
         cpu_max = f"{quota} {CPU_PERIOD_US}" if quota is not None else f"max {CPU_PERIOD_US}"
         _write(path / "cpu.max", cpu_max)
+        if pids_max is not None and (path / "pids.max").exists():
+            _write(path / "pids.max", str(pids_max))
         return TaskCgroup(hierarchy, (path,))
     memory_dir = hierarchy.root / "memory" / PARENT / name
     memory_dir.mkdir(parents=True, exist_ok=True)
@@ -143,6 +152,12 @@ def create(
         _write(cpu_dir / "cpu.cfs_period_us", str(CPU_PERIOD_US))
         _write(cpu_dir / "cpu.cfs_quota_us", str(quota) if quota is not None else "-1")
         dirs.append(cpu_dir)
+    pids_root = hierarchy.root / "pids"
+    if pids_max is not None and (pids_root / "cgroup.procs").is_file():
+        pids_dir = pids_root / PARENT / name
+        pids_dir.mkdir(parents=True, exist_ok=True)
+        _write(pids_dir / "pids.max", str(pids_max))
+        dirs.append(pids_dir)
     devices_root = hierarchy.root / "devices"
     if deny_gpus and (devices_root / "devices.deny").is_file():
         devices_dir = devices_root / PARENT / name

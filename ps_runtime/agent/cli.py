@@ -180,8 +180,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except IsolationError as exc:
         print(f"trainhub-agent: {exc}", file=sys.stderr)
         return 1
-    if isolation.isolating:
+    if isolation.box is not None:
         logger.info("%s", isolation.describe())
+    elif isolation.refuses_tasks:
+        logger.error("%s", isolation.describe())
     else:
         logger.warning("%s", isolation.describe())
     agent = Agent(

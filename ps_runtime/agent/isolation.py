@@ -5,10 +5,14 @@ In every mode a task's environment is an allow-list (`task_environment`): its ow
 the agent adds (metrics fd, cluster file, `CUDA_VISIBLE_DEVICES`) — never the agent's
 credential, passwords, `REDIS_URL`, `DATABASE_URL` or `DJANGO_*`.
 
-An agent running as root isolates (`uid+cgroup`): every job runs as its own unprivileged
-uid from `TRAINHUB_TASK_UID_RANGE`, in a 0700 directory that uid owns, inside a cgroup
-that enforces the task's memory and CPU. Any other agent reports `none`: tasks run as the
-agent's user, and the scheduler never puts two teams on such a node at once.
+Every task runs in a bubblewrap sandbox (`sandbox`). An agent running as root
+(`sandbox`) runs each job as its own uid, leased per node from `TRAINHUB_TASK_UID_RANGE`
+(`identities`), inside a cgroup per task that enforces memory, CPU and the number of
+processes. An unprivileged agent (`sandbox-user`) sandboxes its tasks the same way, as
+its own uid, and the scheduler never puts two teams on such a node at once. An agent that
+cannot sandbox fails closed: it reports `unavailable` and refuses to start tasks, saying
+what to fix. Only `TRAINHUB_TASK_ISOLATION=none`, an explicit opt-out for development,
+runs tasks unsandboxed (`none`).
 """
 
 from __future__ import annotations
@@ -25,14 +29,15 @@ from pathlib import Path
 
 import ps_runtime
 from ps_runtime import taskenv
-from ps_runtime.agent import cgroups
+from ps_runtime.agent import cgroups, identities, sandbox
 from ps_runtime.agent.messages import IsolationMode
 
 logger = logging.getLogger(__name__)
 
 # Agent settings (never passed to a task).
-# "auto" (default): isolate when root and the host allows it, else say why and report
-# "none"; "required": refuse to start without isolation; "none": never isolate.
+# "auto" (default): sandbox every task, or start none (report "unavailable" and say why);
+# "required": the agent refuses to run at all when it cannot sandbox; "none": run tasks
+# unsandboxed as the agent's user (development only).
 ISOLATION_ENV = "TRAINHUB_TASK_ISOLATION"
 ISOLATION_SETTINGS = ("auto", "required", "none")
 UID_RANGE_ENV = "TRAINHUB_TASK_UID_RANGE"
@@ -41,8 +46,9 @@ DEFAULT_UID_RANGE = "200000-265535"
 
 # What `Isolation.mode` reports to the control plane (heartbeat `isolation`).
 MODE_NONE = IsolationMode.NONE
-MODE_UID = IsolationMode.UID  # root, but no usable cgroup hierarchy: RLIMIT_AS bounds memory
-MODE_UID_CGROUP = IsolationMode.UID_CGROUP
+MODE_SANDBOX = IsolationMode.SANDBOX
+MODE_SANDBOX_USER = IsolationMode.SANDBOX_USER
+MODE_UNAVAILABLE = IsolationMode.UNAVAILABLE
 
 # Taken from the agent's own environment; everything else is dropped.
 PASSED_FROM_AGENT = ("PATH", "LANG", "LC_ALL", "TZ")
@@ -63,15 +69,18 @@ def task_environment(
     home: str,
     pythonpath: Sequence[str] = (),
     gpu_indices: Sequence[int] = (),
+    pass_agent_tls: bool = True,
 ) -> dict[str, str]:
     """The whole environment of a task process, built from an allow-list.
 
     `desired_env` comes from the control plane; only its `TRAINHUB_*` names are kept.
-    `agent_env` contributes `PATH`, `LANG`, `LC_ALL`, `TZ` and the TLS file variables,
-    nothing else. The caller adds the metrics fd and the cluster file.
+    `agent_env` contributes `PATH`, `LANG`, `LC_ALL`, `TZ` and (unless sandboxed: the
+    agent's files are not in the sandbox, and a node's key is no job's) the TLS file
+    variables, nothing else. The caller adds the metrics fd and the cluster file.
     """
     env: dict[str, str] = {}
-    for name in PASSED_FROM_AGENT + PASSED_TASK_VARIABLES:
+    passed = PASSED_FROM_AGENT + (PASSED_TASK_VARIABLES if pass_agent_tls else ())
+    for name in passed:
         if agent_env.get(name):
             env[name] = agent_env[name]
     env.setdefault("PATH", DEFAULT_PATH)
@@ -98,13 +107,18 @@ def runtime_pythonpath() -> list[str]:
     for path in site.getsitepackages():
         if path not in paths:
             paths.append(path)
+    # An agent started with PYTHONPATH (its packages outside any site directory) gives
+    # its tasks the same.
+    for path in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if path and path not in paths:
+            paths.append(path)
     return paths
 
 
 def parse_uid_range(text: str, name: str = UID_RANGE_ENV) -> range:
     """`"200000-265535"` (inclusive) as a range; never includes uid 0."""
     low, sep, high = text.strip().partition("-")
-    if not (sep and low.isdigit() and high.isdigit()):
+    if not (sep and low.isascii() and high.isascii() and low.isdigit() and high.isdigit()):
         raise IsolationError(f"{name}={text!r} must look like 200000-265535")
     first, last = int(low), int(high)
     if first < 1000 or last < first or last >= 2**32 - 1:
@@ -112,11 +126,6 @@ def parse_uid_range(text: str, name: str = UID_RANGE_ENV) -> range:
             f"{name}={text!r}: uids must be ≥ 1000, in order, and below 4294967295"
         )
     return range(first, last + 1)
-
-
-def uid_for_job(job_id: int, uids: range) -> int:
-    """The job's uid (its gid is the same number): every task of a job shares it."""
-    return uids[job_id % len(uids)]
 
 
 def _executable_by_others(path: Path) -> bool:
@@ -173,15 +182,6 @@ def check_reachable(path: Path) -> None:
             )
 
 
-def prepare_private_dir(path: Path, uid: int, gid: int) -> None:
-    """Create `path` 0700 and owned by uid:gid; the directories above it must be
-    traversable by that uid, which is checked so a task never fails obscurely."""
-    path.mkdir(parents=True, exist_ok=True)
-    check_reachable(path.parent)
-    os.chown(path, uid, gid)
-    os.chmod(path, 0o700)
-
-
 @dataclass(frozen=True, slots=True)
 class Isolation:
     """The agent's isolation settings, decided once at start."""
@@ -189,19 +189,19 @@ class Isolation:
     mode: IsolationMode = MODE_NONE
     python: str = sys.executable
     pythonpath: tuple[str, ...] = ()
-    uids: range | None = None
+    box: sandbox.Sandbox | None = None
+    leases: identities.Identities | None = None
     hierarchy: cgroups.Hierarchy | None = None
+    problem: str = ""  # why tasks cannot start (mode "unavailable")
 
     @property
     def isolating(self) -> bool:
-        return self.uids is not None
+        """Whether each job runs as its own uid (a root agent's sandbox)."""
+        return self.leases is not None
 
-    def identity(self, job_id: int) -> tuple[int, int] | None:
-        """(uid, gid) for the job's tasks, or None when tasks run as the agent's user."""
-        if self.uids is None:
-            return None
-        uid = uid_for_job(job_id, self.uids)
-        return uid, uid
+    @property
+    def refuses_tasks(self) -> bool:
+        return self.mode == MODE_UNAVAILABLE
 
     @classmethod
     def from_settings(
@@ -212,10 +212,9 @@ class Isolation:
         euid: int | None = None,
         cgroup_root: Path = cgroups.CGROUP_ROOT,
     ) -> Isolation:
-        """Read the agent settings: isolate when running as root unless
-        `TRAINHUB_TASK_ISOLATION=none`. Under `auto`, a host that cannot isolate (no
-        interpreter the task uids can run, a work dir they cannot reach) gives `none`
-        with a warning naming the cause; under `required` it is an error.
+        """Read the agent settings and check, by starting the runtime in a sandbox once,
+        that this node can sandbox tasks. A node that cannot gives mode `unavailable`
+        (every task is refused, with the cause); under `required` it is an error.
 
         Raises:
             IsolationError: naming the setting or path that is wrong.
@@ -226,33 +225,49 @@ class Isolation:
         if wanted not in ISOLATION_SETTINGS:
             raise IsolationError(f"{ISOLATION_ENV}={wanted!r} must be one of {ISOLATION_SETTINGS}")
         pythonpath = tuple(runtime_pythonpath())
-        if wanted == "none" or euid != 0:
-            if wanted == "required":
-                raise IsolationError(f"{ISOLATION_ENV}=required needs the agent to run as root")
+        if wanted == "none":
             return cls(MODE_NONE, resolve_task_python(env, isolating=False), pythonpath)
+        root = euid == 0
+        leases: identities.Identities | None = None
         try:
-            uids = parse_uid_range(env.get(UID_RANGE_ENV, "") or DEFAULT_UID_RANGE)
-            python = resolve_task_python(env, isolating=True)
-            check_reachable(work_dir)
-        except IsolationError as exc:
+            python = resolve_task_python(env, isolating=root)
+            box = sandbox.Sandbox(
+                sandbox.bwrap_path(env),
+                sandbox.runtime_mounts(python, pythonpath) + sandbox.data_paths(env),
+                sandbox.scratch_bytes(env),
+            )
+            probe_identity = None
+            if root:
+                uids = parse_uid_range(env.get(UID_RANGE_ENV, "") or DEFAULT_UID_RANGE)
+                check_reachable(work_dir)
+                leases = identities.Identities(work_dir / identities.LEASES_FILE, uids)
+                probe_identity = (uids[-1], uids[-1])
+            if os.geteuid() == euid:  # a test that pretends another euid skips the probe
+                box.probe(python, pythonpath, probe_identity, work_dir / "probe")
+        except (IsolationError, sandbox.SandboxError) as exc:
             if wanted == "required":
-                raise
-            logger.warning("cannot isolate tasks, running them unisolated: %s", exc)
-            return cls(MODE_NONE, resolve_task_python(env, isolating=False), pythonpath)
-        hierarchy = cgroups.detect(cgroup_root)
-        mode = MODE_UID_CGROUP if hierarchy is not None else MODE_UID
-        return cls(mode, python, pythonpath, uids, hierarchy)
+                raise IsolationError(str(exc)) from None
+            logger.error("this node cannot sandbox tasks; it will start none: %s", exc)
+            return cls(MODE_UNAVAILABLE, sys.executable, pythonpath, problem=str(exc))
+        hierarchy = cgroups.detect(cgroup_root) if root else None
+        mode = MODE_SANDBOX if root else MODE_SANDBOX_USER
+        return cls(mode, python, pythonpath, box, leases, hierarchy)
 
     def describe(self) -> str:
-        if self.uids is None:
+        if self.mode == MODE_NONE:
             return (
-                "tasks are NOT isolated (isolation: none): they run as this agent's user; "
-                "run the agent as root to give each job its own uid and cgroup"
+                "tasks are NOT sandboxed (TRAINHUB_TASK_ISOLATION=none): they run as this "
+                "agent's user and can read what it can, its credential included"
             )
+        if self.mode == MODE_UNAVAILABLE:
+            return f"this node starts no task: it cannot sandbox them ({self.problem})"
+        if self.leases is None:
+            return f"tasks sandboxed ({self.mode}) as this agent's user, python {self.python}"
+        uids = self.leases.uids
         cgroup = (
             f"cgroup v{self.hierarchy.version}" if self.hierarchy else "no cgroup (RLIMIT_AS only)"
         )
         return (
-            f"tasks isolated ({self.mode}): uids {self.uids.start}-{self.uids.stop - 1}, "
-            f"{cgroup}, python {self.python}"
+            f"tasks sandboxed ({self.mode}): uids {uids.start}-{uids.stop - 1} leased per "
+            f"job, {cgroup}, python {self.python}"
         )

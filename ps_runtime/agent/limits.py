@@ -8,7 +8,7 @@ import resource
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 MIB = 1024 * 1024
@@ -20,6 +20,9 @@ MIB = 1024 * 1024
 # headroom (a 2048 MiB task gets 8 GiB of address space).
 AS_MULTIPLIER = 2
 AS_HEADROOM_MB = 4096
+# A cgroup's pids.max per task: a fork bomb stops there, not at the node's limit.
+PIDS_MAX_ENV = "TRAINHUB_TASK_PIDS_MAX"
+DEFAULT_PIDS_MAX = 4096
 
 
 def cpu_count_for(cpu: float, available: int) -> int:
@@ -48,19 +51,26 @@ def address_space_limit(memory_mb: int) -> int | None:
     return (memory_mb * AS_MULTIPLIER + AS_HEADROOM_MB) * MIB
 
 
+def pids_max(environ: Mapping[str, str]) -> int:
+    """The most processes and threads one task may have (`TRAINHUB_TASK_PIDS_MAX`)."""
+    text = environ.get(PIDS_MAX_ENV, "") or str(DEFAULT_PIDS_MAX)
+    if not (text.isascii() and text.isdigit()) or int(text) < 16:
+        raise ValueError(f"{PIDS_MAX_ENV}={text!r} must be a whole number ≥ 16")
+    return int(text)
+
+
 def make_preexec(
     cpus: Collection[int],
     as_limit: int | None,
     *,
     cgroup_fds: Sequence[int] = (),
-    identity: tuple[int, int] | None = None,
 ) -> Callable[[], None]:
-    """The function run in the child between fork and exec.
+    """The function run in the child (the task's wrapper) between fork and exec.
 
     It does only system calls prepared in the parent (no imports, no locks, no logging),
-    because preexec_fn runs in a forked copy of a multi-threaded process. Order matters:
-    join the cgroups while still root, then drop to the task's (uid, gid) with no
-    supplementary groups. No parent-death signal: tasks outlive the agent, which adopts
+    because preexec_fn runs in a forked copy of a multi-threaded process. The wrapper
+    joins the task's cgroups and stays the agent's user; it starts the task as the job's
+    uid (`taskwrap --as`). No parent-death signal: tasks outlive the agent, which adopts
     them again when it restarts.
     """
     cpu_set = set(cpus)
@@ -74,11 +84,6 @@ def make_preexec(
     def preexec() -> None:
         for fd in fds:
             os.write(fd, str(os.getpid()).encode())
-        if identity is not None:
-            uid, gid = identity
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
         if cpu_set:
             os.sched_setaffinity(0, cpu_set)
         if limit is not None:

@@ -34,9 +34,18 @@ from ps_runtime.version import check_version
 class IsolationMode(StrEnum):
     """How the agent keeps tasks apart (`ps_runtime.agent.isolation`)."""
 
-    NONE = "none"  # tasks run as the agent's user: one team per node at a time
-    UID = "uid"  # a uid per job, memory bounded by RLIMIT_AS only (no cgroup hierarchy)
-    UID_CGROUP = "uid+cgroup"  # a uid per job and a cgroup per task
+    # Tasks run unsandboxed as the agent's user (TRAINHUB_TASK_ISOLATION=none, a
+    # developer's opt-out): one team per node at a time.
+    NONE = "none"
+    UID = "uid"  # agents before the sandbox: a uid per job, RLIMIT_AS only
+    UID_CGROUP = "uid+cgroup"  # agents before the sandbox: a uid per job, a cgroup per task
+    # bubblewrap under a root agent: a leased uid per job, a cgroup per task.
+    SANDBOX = "sandbox"
+    # bubblewrap under an unprivileged agent: every task in its own namespaces, but all
+    # as the agent's uid (one team per node at a time).
+    SANDBOX_USER = "sandbox-user"
+    # The agent cannot sandbox (its log and the node page say why): it starts no task.
+    UNAVAILABLE = "unavailable"
 
 
 # A metrics or logs message holds at most this many items (the agent batches by 1,000);

@@ -1,15 +1,17 @@
 """Start, watch and stop task processes; their output and metrics go to the outbox.
 
-Each task attempt runs as `[python, "-m", "ps_runtime.task"]` under a small wrapper
-(`ps_runtime/agent/taskwrap.py`, which records the exit status to a file) in a new session
-(hence its own process group) with the allow-listed env from docs/protocol.md §2; as
-root, as the job's own uid in its own cgroup (`ps_runtime.agent.isolation`). Tasks get
-no parent-death signal: they outlive the agent. Their stdout, stderr and metrics go to
-files in the task directory that the agent tails (one thread each), and every live task
-is in the task table on disk (`tasktable`), with how far each file was delivered, so a
-restarted agent adopts it (`adopt`) and resumes from there. A waiter thread per task
-waits for the wrapper (a child, or for an adopted task by polling its pid and start
-time), cleans up the rest of its group and reports the outcome.
+Each task attempt runs as `[python, "-m", "ps_runtime.task"]` inside its sandbox
+(`sandbox`, bubblewrap), under a small wrapper (`taskwrap`, which records the exit status
+to a file and starts the task as the job's leased uid under a root agent) in a new
+session (hence its own process group) with the allow-listed env from docs/protocol.md §2,
+in its own cgroup (`tasklaunch` lays it all out). Tasks get no parent-death signal: they
+outlive the agent. Their stdout, stderr and metrics go to files in the agent-owned task
+directory that the agent tails (one thread each), and every live task is in the task
+table on disk (`tasktable`), with how far each file was delivered, so a restarted agent
+adopts it (`adopt`) and resumes from there. A waiter thread per task waits for the
+wrapper (a child, or for an adopted task by polling its pid and start time), cleans up
+the rest of its group and reports the outcome; the task's directory is removed once all
+it wrote was delivered.
 """
 
 from __future__ import annotations
@@ -23,19 +25,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ps_runtime import taskenv
-from ps_runtime.agent import cgroups, limits, protocol, tasktable, taskwrap
+from ps_runtime.agent import cgroups, limits, protocol, sandbox, taskdirs, tasklaunch, tasktable
 from ps_runtime.agent.codecache import CodeCache
 from ps_runtime.agent.fields import ProtocolError
-from ps_runtime.agent.isolation import (
-    Isolation,
-    IsolationError,
-    prepare_private_dir,
-    task_environment,
-)
+from ps_runtime.agent.identities import NoFreeIdentity
+from ps_runtime.agent.isolation import Isolation, IsolationError
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
     DesiredTask,
@@ -45,26 +44,25 @@ from ps_runtime.agent.protocol import (
     parse_desired_task,
 )
 from ps_runtime.agent.taskfiles import (
-    STATUS_FILE,
     STOP_FILE,
     STREAMS,
     TABLE_FILE,
     TaskProcess,
     open_outputs,
     outcome,
+    scratch_full,
     tail_output,
-    write_atomically,
-    write_tls,
+    touch_stop_file,
 )
 
 logger = logging.getLogger(__name__)
 
 TASK_MODULE: tuple[str, ...] = ("-m", "ps_runtime.task")
 TASK_COMMAND: tuple[str, ...] = (sys.executable, *TASK_MODULE)
-# Run by path in isolated mode (-I): it needs only the standard library, and whatever
-# the task's PYTHONPATH says is for the task.
-WRAPPER: tuple[str, ...] = ("-I", taskwrap.__file__)
-ADOPTED_POLL_SECONDS = 0.2  # how often the waiter of an adopted task checks it is alive
+ADOPTED_POLL_SECONDS = 0.2
+KEEP_DIRS_ENV = (
+    "TRAINHUB_TASK_KEEP_DIRS"  # how often the waiter of an adopted task checks it is alive
+)
 
 
 class Supervisor:
@@ -89,6 +87,8 @@ class Supervisor:
             command = (self.isolation.python, *TASK_MODULE)
         self._command = list(command)
         self._on_exit = on_exit
+        self._pids_max = limits.pids_max(os.environ)
+        self._keep_dirs = os.environ.get(KEEP_DIRS_ENV, "") == "1"
         self._code = code
         self._lock = threading.Lock()
         self._live: dict[TaskKey, TaskProcess] = {}  # guarded by _lock
@@ -130,38 +130,19 @@ class Supervisor:
             in_use: Counter[int] = Counter()
             for other in self._live.values():
                 in_use.update(other.cpus)
+            live_jobs = {other.task.job_id for other in self._live.values()}
         cpus = limits.choose_cpus(self._cpus, task.cpu, in_use)
-        identity = self.isolation.identity(task.job_id)
-        cwd = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
-        env = task_environment(
-            os.environ,
-            task.env,
-            home=str(cwd) if identity is not None else os.environ.get("HOME", str(cwd)),
-            pythonpath=self.isolation.pythonpath,
-            gpu_indices=task.gpu_indices,
-        )
+        task_dir = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
         cgroup: cgroups.TaskCgroup | None = None
         cgroup_fds: list[int] = []
         out_fds: dict[str, int] = {}
-        status_file = cwd / STATUS_FILE
         try:
             if shutil.which(self._command[0]) is None:
                 raise OSError(f"no executable {self._command[0]}")
-            cwd.mkdir(parents=True, exist_ok=True)
-            if identity is not None:
-                prepare_private_dir(cwd, *identity)
-                checkpoint_dir = taskenv.CHECKPOINT_DIR.read(env)
-                if checkpoint_dir:
-                    prepare_private_dir(Path(checkpoint_dir), *identity)
-            cluster = task.env.get(taskenv.CLUSTER.name, "")
-            cluster_file = cwd / "cluster.json"
-            write_atomically(cluster_file, cluster)
-            taskenv.CLUSTER_FILE.put(env, str(cluster_file))
-            # The job's own code, unpacked read-only (a CodeError is a failure to start).
-            taskenv.CODE_DIR.put(env, self._code.prepare(task, cwd) if self._code else None)
-            if task.tls is not None:
-                # The control plane's material for this job replaces the agent's own files.
-                env.update(write_tls(cwd, task.tls, identity))
+            prepared = tasklaunch.prepare(
+                task, self.isolation, task_dir, code=self._code, live_jobs=live_jobs
+            )
+            env, identity = prepared.env, prepared.identity
             if self.isolation.hierarchy is not None:
                 # GPU device files are numbered like nvidia-smi's indices (PCI order).
                 cgroup = cgroups.create(
@@ -172,32 +153,30 @@ class Supervisor:
                     deny_gpus=[
                         g for g in cgroups.nvidia_devices() if g not in set(task.gpu_indices)
                     ],
+                    pids_max=self._pids_max,
                 )
                 cgroup_fds = cgroup.open_procs()
             # RLIMIT_AS only where no cgroup bounds memory: it limits address space, not
             # resident memory, and breaks CUDA start-up.
             as_limit = None if cgroup is not None else limits.address_space_limit(task.memory_mb)
-            status_file.unlink(missing_ok=True)
-            (cwd / STOP_FILE).unlink(missing_ok=True)
-            out_fds.update(open_outputs(cwd))
+            out_fds.update(open_outputs(task_dir))
             taskenv.METRICS_FD.put(env, out_fds["metrics"])
             proc = subprocess.Popen(
-                [self.isolation.python, *WRAPPER, str(status_file), "--", *self._command],
+                tasklaunch.command(self.isolation, prepared, task_dir, self._command),
                 env=env,
-                cwd=cwd,
+                cwd=task_dir,
                 stdin=subprocess.DEVNULL,
                 stdout=out_fds["stdout"],
                 stderr=out_fds["stderr"],
                 pass_fds=(out_fds["metrics"],),
                 start_new_session=True,
-                preexec_fn=limits.make_preexec(
-                    cpus, as_limit, cgroup_fds=cgroup_fds, identity=identity
-                ),
+                preexec_fn=limits.make_preexec(cpus, as_limit, cgroup_fds=cgroup_fds),
             )
             start_time = tasktable.process_start_time(proc.pid) or 0
-        except (OSError, subprocess.SubprocessError, IsolationError) as exc:
+        except (OSError, subprocess.SubprocessError, IsolationError, NoFreeIdentity) as exc:
             if cgroup is not None:
                 cgroups.remove(cgroup)
+            taskdirs.remove_task_dir(task_dir)
             logger.error("task %s attempt %s failed to start: %s", task.id, task.attempt, exc)
             self._outbox.add_status(
                 TaskStatus(key, ReportedState.FAILED, None, f"failed to start: {exc}")
@@ -208,18 +187,19 @@ class Supervisor:
         finally:
             for fd in (*out_fds.values(), *cgroup_fds):
                 os.close(fd)  # the child holds its own copies
-        tp = TaskProcess.started(task, proc, start_time, cpus, cwd, cgroup)
+        tp = TaskProcess.started(task, proc, start_time, cpus, task_dir, cgroup)
         with self._lock:
             self._live[key] = tp
             self._records[key] = tp.record
         self._save_table()
         logger.info(
-            "started task %s attempt %s (%s) pid %d cpus %s",
+            "started task %s attempt %s (%s) pid %d cpus %s%s",
             task.id,
             task.attempt,
             task.role,
             proc.pid,
             cpus or "all",
+            f" uid {identity[0]}" if identity is not None else "",
         )
         self._outbox.add_status(TaskStatus(key, ReportedState.RUNNING))
         self._watch(tp)
@@ -279,15 +259,22 @@ class Supervisor:
 
     def commit(self, snapshot: tuple[dict[TaskKey, dict[str, int]], set[TaskKey]]) -> None:
         offsets, ended = snapshot
+        gone: list[Path] = []
         with self._lock:
             for key in ended:
-                self._records.pop(key, None)
+                record = self._records.pop(key, None)
+                if record is not None:
+                    gone.append(Path(record.task_dir))
             self._ended -= ended
             for key, saved in offsets.items():
                 record = self._records.get(key)
                 if record is not None:
                     record.offsets.update(saved)
         self._save_table()
+        # Everything the ended tasks wrote has been delivered: their directories go
+        # (TRAINHUB_TASK_KEEP_DIRS=1 keeps them, to debug the agent).
+        for task_dir in gone if not self._keep_dirs else ():
+            taskdirs.remove_task_dir(task_dir)
 
     def _save_table(self) -> None:
         with self._lock:
@@ -305,7 +292,7 @@ class Supervisor:
         cluster = task.env.get(taskenv.CLUSTER.name, "")
         if tp is None or tp.cluster_file is None or cluster == tp.cluster:
             return False
-        write_atomically(tp.cluster_file, cluster)
+        taskdirs.write_run_file(tp.cluster_file.parent, tp.cluster_file.name, cluster)
         tp.cluster = cluster
         logger.info("task %s: cluster changed to %s", task.id, cluster)
         return True
@@ -341,7 +328,7 @@ class Supervisor:
         tp.grace = grace
         tp.stop_requested.set()
         try:
-            (tp.task_dir / STOP_FILE).touch()
+            touch_stop_file(tp.task_dir)
         except OSError as exc:
             logger.warning("task %s: cannot record its stop: %s", key.id, exc)
         logger.info("stopping task %s attempt %s (grace %.1fs)", key.id, key.attempt, grace)
@@ -385,6 +372,13 @@ class Supervisor:
         if tp.cgroup is not None:
             cgroups.remove(tp.cgroup)
         status = outcome(tp, wrapper_code, stopped=stopped)
+        box = self.isolation.box
+        if status.state == ReportedState.FAILED and box is not None and scratch_full(tp.task_dir):
+            note = (
+                f"; its scratch space ({box.scratch // sandbox.MIB} MiB: HOME, /tmp and the "
+                f"working directory) was full (agent setting {sandbox.SCRATCH_MB_ENV})"
+            )
+            status = replace(status, message=status.message + note)
         key = tp.key
         logger.info("task %s attempt %s %s: %s", key.id, key.attempt, status.state, status.message)
         self._outbox.add_status(status)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ps_runtime import taskenv
-from ps_runtime.agent import cgroups, protocol, tasktable, taskwrap
+from ps_runtime.agent import cgroups, protocol, taskdirs, tasktable, taskwrap
 from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
@@ -42,6 +42,7 @@ STREAMS = ("stdout", "stderr", "metrics")
 FILES = {"stdout": "stdout.log", "stderr": "stderr.log", "metrics": "metrics.jsonl"}
 STATUS_FILE = "exit-status"
 STOP_FILE = "stop-requested"  # a stop the agent asked for outlives it too
+CLUSTER_FILE = "cluster.json"
 LOST_MESSAGE = "lost while the agent was down"
 # The task's TLS material from the control plane, and the variable naming each file.
 TLS_FILES = (
@@ -132,7 +133,7 @@ class TaskProcess:
             proc=proc,
             cpus=list(record.cpus),
             record=record,
-            cluster_file=Path(record.task_dir) / "cluster.json",
+            cluster_file=Path(record.task_dir) / taskdirs.RUN_DIR / CLUSTER_FILE,
             cluster=task.env.get(taskenv.CLUSTER.name, ""),
             stop_grace=task.stop_grace_seconds,
             cgroup=cgroup,
@@ -140,30 +141,30 @@ class TaskProcess:
         )
 
 
-def write_tls(task_dir: Path, tls: TaskTLS, owner: tuple[int, int] | None) -> dict[str, str]:
-    """Write the task's certificate, key and CA into its directory, each 0600 and owned by
-    `owner` (the job's uid:gid when isolating), and return the `TRAINHUB_TLS_*` variables
-    naming them. A file is created afresh, never through a link a task may have left."""
+def write_tls(run_dir: Path, tls: TaskTLS) -> dict[str, str]:
+    """Write the task's certificate, key and CA into its agent-owned `run/` directory and
+    return the `TRAINHUB_TLS_*` variables naming them (`taskdirs.share_run_dir` then lets
+    the job's gid read them)."""
     pems = {taskenv.TLS_CERT: tls.cert, taskenv.TLS_KEY: tls.key, taskenv.TLS_CA: tls.ca}
     env: dict[str, str] = {}
     for variable, name in TLS_FILES:
-        path = task_dir / name
-        path.unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as out:
-            if owner is not None:
-                os.fchown(fd, *owner)
-            out.write(pems[variable])
-        variable.put(env, str(path))
+        variable.put(env, str(taskdirs.write_run_file(run_dir, name, pems[variable])))
     return env
 
 
 def open_outputs(task_dir: Path) -> dict[str, int]:
-    """Append-only descriptors of the task's output files, for the child to inherit."""
-    return {
-        stream: os.open(task_dir / FILES[stream], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        for stream in STREAMS
-    }
+    """Append-only descriptors of the task's output files, for the child to inherit. The
+    directory is the agent's; `O_NOFOLLOW` all the same."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+    fds: dict[str, int] = {}
+    try:
+        for stream in STREAMS:
+            fds[stream] = os.open(task_dir / FILES[stream], flags, 0o600)
+    except OSError:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return fds
 
 
 def outcome(tp: TaskProcess, wrapper_code: int | None, *, stopped: bool) -> TaskStatus:
@@ -235,7 +236,8 @@ def tail_output(tp: TaskProcess, stream: str, outbox: Outbox, lock: threading.Lo
     and the file is read to the end (a partial last line waits until then). While the
     outbox has no room the reader waits: output is never dropped, only delayed."""
     try:
-        f = open(tp.task_dir / FILES[stream], "rb")
+        fd = os.open(tp.task_dir / FILES[stream], os.O_RDONLY | os.O_NOFOLLOW)
+        f = os.fdopen(fd, "rb")
     except OSError as exc:
         logger.warning("task %s: cannot read its %s: %s", tp.key.id, stream, exc)
         return
@@ -292,7 +294,21 @@ def decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def scratch_full(task_dir: Path) -> bool:
+    """Whether the end of the task's stderr says a write found no space (ENOSPC): the
+    scratch tmpfs is the only place in its sandbox that can fill up that way."""
+    try:
+        fd = os.open(task_dir / FILES["stderr"], os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(fd).st_size
+        f.seek(max(0, size - 64 * 1024))
+        tail = f.read(64 * 1024)
+    return b"No space left on device" in tail
+
+
+def touch_stop_file(task_dir: Path) -> None:
+    """Record that the agent asked the task to stop (it outlives the agent)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+    os.close(os.open(task_dir / STOP_FILE, flags, 0o600))

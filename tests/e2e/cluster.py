@@ -7,9 +7,11 @@ import json
 import os
 import random
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +35,26 @@ from trainhub.standalone.processes import (
 
 ADMIN = ("admin", "admin-pw-e2e")
 SHARED_UDATA = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "ml-100k" / "u.data"
+# Generated data sets, where every sandboxed task may read them (TRAINHUB_TASK_DATA_PATHS).
+E2E_DATA = Path("/tmp/trainhub-e2e-data")
+
+
+def sandbox_base(prefix: str = "trainhub-e2e-") -> Path:
+    """A directory for agent work dirs and checkpoint roots that the task uids can traverse
+    (bubblewrap binds their directories as the task's uid): pytest's own tmp directories
+    sit below /tmp/pytest-of-root, which is 0700. The caller removes it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o711)
+    return path
+
+
+def data_paths() -> str:
+    """TRAINHUB_TASK_DATA_PATHS for the e2e agents: the generated and the shared data."""
+    E2E_DATA.mkdir(mode=0o755, exist_ok=True)
+    paths = [str(E2E_DATA)]
+    if SHARED_UDATA.exists():
+        paths.append(str(SHARED_UDATA.parent))
+    return os.pathsep.join(paths)
 
 
 def task_port_range() -> dict[str, str]:
@@ -70,6 +92,8 @@ class LiveCluster:
         self.url = url
         self.group = group
         self.data_dir = data_dir
+        # Where the agent's work dir and the checkpoint root live (task uids traverse it).
+        self.base = data_dir
         response = httpx.post(
             f"{url}/api/v1/auth/token/", json={"username": ADMIN[0], "password": ADMIN[1]}
         )
@@ -106,16 +130,20 @@ class LiveCluster:
 
 
 @contextmanager
-def services_cluster(database_url: str, redis_url: str, tmp: Path) -> Iterator[LiveCluster]:
+def services_cluster(
+    database_url: str, redis_url: str, tmp: Path, *, agent_env: dict[str, str] | None = None
+) -> Iterator[LiveCluster]:
     redis.Redis.from_url(redis_url).flushdb()
     port = free_port()
+    base = sandbox_base()
     url = f"http://127.0.0.1:{port}"
     env = child_env(
         {
             "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "TRAINHUB_DATA_DIR": str(tmp / "data"),
-            "TRAINHUB_CHECKPOINT_ROOT": str(tmp / "checkpoints"),
+            "TRAINHUB_CHECKPOINT_ROOT": str(base / "checkpoints"),
+            "TRAINHUB_TASK_DATA_PATHS": data_paths(),
             "TRAINHUB_CHANNEL_PREFIX": f"e2e{port}",
             **task_port_range(),
             "DJANGO_SUPERUSER_PASSWORD": ADMIN[1],
@@ -143,11 +171,12 @@ def services_cluster(database_url: str, redis_url: str, tmp: Path) -> Iterator[L
         group.start("beat", beat_command(tmp / "celerybeat-schedule"))
         wait_http_ok(f"{url}/readyz", timeout=60, procs=group)
         cluster = LiveCluster(url, group, tmp)
+        cluster.base = base
         token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
         state = tmp / "agent.json"
         enroll = enroll_agent(url, token, state, env)
         assert enroll.returncode == 0, enroll.stderr
-        group.start("agent", agent_command(state, tmp / "agent"))
+        group.start("agent", with_env(agent_command(state, base / "agent"), agent_env))
         _wait_node_alive(cluster)
         yield cluster
     except BaseException:
@@ -155,6 +184,15 @@ def services_cluster(database_url: str, redis_url: str, tmp: Path) -> Iterator[L
         raise
     finally:
         group.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def with_env(command: list[str], extra: dict[str, str] | None) -> list[str]:
+    """An `agent_command` (run through `env`) with `extra` variables set for it alone."""
+    if not extra:
+        return command
+    at = command.index(sys.executable)
+    return [*command[:at], *(f"{k}={v}" for k, v in extra.items()), *command[at:]]
 
 
 def _wait_node_alive(cluster: LiveCluster, timeout: float = 30) -> None:
@@ -210,7 +248,8 @@ def task_pid(job_id: int, role: str, index: int = 0) -> int | None:
 
 
 def movielens_file(tmp: Path) -> Path:
-    """ml-100k's u.data when ../shared has it; else a generated file in the same format."""
+    """ml-100k's u.data when ../shared has it; else a generated file in the same format,
+    where the sandboxed tasks may read it (`E2E_DATA`)."""
     if SHARED_UDATA.exists():
         return SHARED_UDATA
     import numpy as np
@@ -225,7 +264,8 @@ def movielens_file(tmp: Path) -> Path:
     r = np.clip(
         np.rint(3.5 + bu[u] + bi[i] + (p[u] * q[i]).sum(1) + rng.normal(0, 0.4, u.size)), 1, 5
     )
-    path = tmp / "u.data"
+    E2E_DATA.mkdir(mode=0o755, exist_ok=True)
+    path = E2E_DATA / "u.data"
     path.write_text(
         "".join(
             f"{a + 1}\t{b + 1}\t{int(c)}\t{881250949 + k}\n"
@@ -240,8 +280,10 @@ __all__ = [
     "fresh_database",
     "job_processes",
     "movielens_file",
+    "sandbox_base",
     "services_cluster",
     "task_pid",
     "task_port_range",
+    "with_env",
 ]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "trainhub.settings")

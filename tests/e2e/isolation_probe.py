@@ -1,6 +1,8 @@
-"""A task that tries to reach another job: run as a script by test_task_isolation.py.
+"""A task that attacks its node: run by the sandbox tests as a job's own code.
 
-Prints one JSON line: what it could do (each probe is True when it succeeded).
+The mode (TRAINHUB_PROBE_MODE) picks the attack; each prints one JSON line saying what it
+could do (True: the attack worked). Paths to aim at come in TRAINHUB_PROBE_* variables,
+the only kind besides the job's own that reach a task.
 """
 
 from __future__ import annotations
@@ -13,69 +15,137 @@ import sys
 import time
 from pathlib import Path
 
+ENV = os.environ
+
 
 def _can(action: str) -> bool:
     try:
         if action == "read_other_dir":
-            os.listdir(os.environ["TRAINHUB_PROBE_OTHER_DIR"])
-        elif action == "read_other_file":
-            Path(os.environ["TRAINHUB_PROBE_OTHER_DIR"], "secret.txt").read_text()
+            os.listdir(ENV["TRAINHUB_PROBE_OTHER_DIR"])
         elif action == "read_other_checkpoints":
-            os.listdir(os.environ["TRAINHUB_PROBE_OTHER_CHECKPOINTS"])
+            os.listdir(ENV["TRAINHUB_PROBE_OTHER_CHECKPOINTS"])
         elif action == "read_credential":
-            Path(os.environ["TRAINHUB_PROBE_CREDENTIAL"]).read_text()
+            Path(ENV["TRAINHUB_PROBE_CREDENTIAL"]).read_bytes()
+        elif action == "list_credential_dir":
+            os.listdir(Path(ENV["TRAINHUB_PROBE_CREDENTIAL"]).parent)
+        elif action == "read_agent_table":
+            Path(ENV["TRAINHUB_PROBE_AGENT_DIR"], "tasks.json").read_bytes()
         elif action == "signal_other":
-            os.kill(int(os.environ["TRAINHUB_PROBE_OTHER_PID"]), 0)
+            os.kill(int(ENV["TRAINHUB_PROBE_OTHER_PID"]), 0)
         elif action == "signal_other_group":
-            os.killpg(int(os.environ["TRAINHUB_PROBE_OTHER_PID"]), signal.SIGTERM)
-        elif action == "write_own_dir":
+            os.killpg(int(ENV["TRAINHUB_PROBE_OTHER_PID"]), signal.SIGTERM)
+        elif action == "write_own_scratch":
             Path("own.txt").write_text("mine")
         elif action == "write_own_checkpoints":
-            Path(os.environ["TRAINHUB_CHECKPOINT_DIR"], "ckpt").write_text("mine")
+            Path(ENV["TRAINHUB_CHECKPOINT_DIR"], "ckpt").write_text("mine")
+        elif action == "write_runtime":
+            import ps_runtime
+
+            Path(ps_runtime.__file__).with_name("planted.py").write_text("owned")
+        elif action == "write_cluster_file":
+            Path(ENV["TRAINHUB_CLUSTER_FILE"]).write_text("{}")
+        elif action == "become_root":
+            os.setuid(0)
+        elif action == "new_user_namespace":
+            done = subprocess.run(["unshare", "--user", "true"], capture_output=True, check=False)
+            return done.returncode == 0
         return True
-    except OSError:
+    except (OSError, KeyError, ValueError):
         return False
 
 
-def main() -> None:
-    if os.environ.get("TRAINHUB_PROBE_MODE") == "escape":
-        # A child in a session of its own leaves the task's process group behind.
-        child = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
-        )
-        print(f"ESCAPED {child.pid}", flush=True)
-        return
-    if os.environ.get("TRAINHUB_PROBE_MODE") == "hog":
-        # Touch every page: resident memory, which only a cgroup bounds.
-        hog = bytearray(int(os.environ["TRAINHUB_PROBE_HOG_MB"]) * 1024 * 1024)
-        for i in range(0, len(hog), 4096):
-            hog[i] = 1
-        print("survived", flush=True)
-        return
-    if os.environ.get("TRAINHUB_PROBE_MODE") == "victim":
-        Path("secret.txt").write_text("job token of the victim")
-        Path(os.environ["TRAINHUB_CHECKPOINT_DIR"], "ckpt").write_text("victim checkpoint")
-        print("ready", flush=True)
-        time.sleep(60)
-        return
+def report() -> dict[str, object]:
     actions = [
         "read_other_dir",
-        "read_other_file",
         "read_other_checkpoints",
         "read_credential",
+        "list_credential_dir",
+        "read_agent_table",
         "signal_other",
         "signal_other_group",
-        "write_own_dir",
+        "write_own_scratch",
         "write_own_checkpoints",
+        "write_runtime",
+        "write_cluster_file",
+        "become_root",
+        "new_user_namespace",
     ]
     result: dict[str, object] = {action: _can(action) for action in actions}
     result["uid"] = os.getuid()
     result["gid"] = os.getgid()
     result["groups"] = os.getgroups()
-    result["env"] = sorted(os.environ)
+    result["env"] = sorted(ENV)
     result["cgroup"] = Path("/proc/self/cgroup").read_text()
+    result["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    result["dev"] = sorted(os.listdir("/dev"))
+    result["root"] = sorted(os.listdir("/"))
     result["import_ps_runtime"] = _imports()
-    print(json.dumps(result), flush=True)
+    return result
+
+
+def race() -> dict[str, object]:
+    """Swap the code directories of the job's next task attempts for links to a victim
+    directory while the agent unpacks them (TRAINHUB_PROBE_RACE_DIRS: a pattern with
+    {n}), until asked to stop; count the swaps that got in."""
+    pattern = ENV["TRAINHUB_PROBE_RACE_DIRS"]
+    victim = ENV["TRAINHUB_PROBE_VICTIM"]
+    rounds = int(ENV.get("TRAINHUB_PROBE_RACE_ROUNDS", "50"))
+    stop = Path(ENV.get("TRAINHUB_CHECKPOINT_DIR", "/nonexistent"), "stop-racing")
+    swapped = 0
+    tries = 0
+    print("racing", flush=True)
+    while not stop.exists():
+        for n in range(1, rounds + 1):
+            code = pattern.format(n=n)
+            tries += 1
+            try:
+                os.rename(code, code + ".old")
+                os.symlink(victim, code)
+                swapped += 1
+            except OSError:
+                pass
+        time.sleep(0.001)
+    return {"swapped": swapped, "tries": tries}
+
+
+def main() -> None:
+    mode = ENV.get("TRAINHUB_PROBE_MODE", "report")
+    if mode == "escape":
+        # A child in a session of its own leaves the task's process group behind.
+        subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+        )
+        print("ESCAPED", flush=True)
+        return
+    if mode == "hog":
+        # Touch every page: resident memory, which only a cgroup bounds.
+        hog = bytearray(int(ENV["TRAINHUB_PROBE_HOG_MB"]) * 1024 * 1024)
+        for i in range(0, len(hog), 4096):
+            hog[i] = 1
+        print("survived", flush=True)
+        return
+    if mode == "fill":
+        # Write past the scratch's size: the tmpfs says no.
+        with open("big", "wb") as out:
+            for _ in range(int(ENV["TRAINHUB_PROBE_FILL_MB"])):
+                out.write(b"x" * 1024 * 1024)
+        print("filled", flush=True)
+        return
+    if mode == "victim":
+        Path("secret.txt").write_text("job token of the victim")
+        Path(ENV["TRAINHUB_CHECKPOINT_DIR"], "ckpt").write_text("victim checkpoint")
+        print("ready", flush=True)
+        time.sleep(120)
+        return
+    if mode == "race":
+        print(json.dumps(race()), flush=True)
+        return
+    if mode == "quick":
+        print(json.dumps({"code": sorted(os.listdir(ENV["TRAINHUB_CODE_DIR"]))}), flush=True)
+        return
+    print(json.dumps(report()), flush=True)
+    if mode == "report-and-wait":
+        time.sleep(120)
 
 
 def _imports() -> bool:

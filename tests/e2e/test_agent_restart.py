@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from trainhub.standalone.processes import agent_command
 
-from .cluster import LiveCluster, task_pid
+from .cluster import LiveCluster, task_pid, with_env
 from .test_recovery import _wait_metric
 from .test_services_mode import movielens_spec
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 EPOCHS = 30
+KEEP_DIRS = {"TRAINHUB_TASK_KEEP_DIRS": "1"}
 
 
 def _file_lines(task_dir: Path) -> list[str]:
@@ -38,7 +39,7 @@ def test_killed_agent_restarts_and_the_job_loses_nothing(live_cluster: LiveClust
     pids = {role: task_pid(job_id, role) for role in ("coordinator", "ps", "worker")}
 
     state = live_cluster.data_dir / "agent.json"
-    work = live_cluster.data_dir / "agent"
+    work = live_cluster.base / "agent"
     agent = live_cluster.group.procs["agent"]
     agent.kill()  # SIGKILL: no chance to do anything about its tasks
     agent.wait()
@@ -59,7 +60,9 @@ def test_killed_agent_restarts_and_the_job_loses_nothing(live_cluster: LiveClust
         alive = {role: task_pid(job_id, role) for role in pids}
         assert alive == pids, "a task died when its agent was stopped cleanly"
     finally:  # restarted whatever happens: the cluster's teardown stops tasks through it
-        live_cluster.group.start("agent", agent_command(state, work))
+        # Keeping the directories of ended tasks, whose files this test compares with
+        # what reached the server (an agent removes them once delivered).
+        live_cluster.group.start("agent", with_env(agent_command(state, work), KEEP_DIRS))
 
     done = live_cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=300)
     assert done["state"] == "succeeded", live_cluster.logs(job_id)
@@ -79,7 +82,7 @@ def test_killed_agent_restarts_and_the_job_loses_nothing(live_cluster: LiveClust
     # stopped after the job succeeded: their last lines may still be on their way).
     for task in done["tasks"]:
         source = f"{task['role']}-{task['index']}"
-        task_dir = live_cluster.data_dir / "agent" / "tasks" / f"{task['id']}-{task['attempt']}"
+        task_dir = work / "tasks" / f"{task['id']}-{task['attempt']}"
         deadline = time.monotonic() + 20
         while True:
             stored = live_cluster.api.get(
@@ -92,3 +95,8 @@ def test_killed_agent_restarts_and_the_job_loses_nothing(live_cluster: LiveClust
             time.sleep(0.5)
         assert written, f"{source} wrote nothing to {task_dir}"
         assert got == want, source
+    # The agent as every other test has it (removing the directories of ended tasks).
+    agent = live_cluster.group.procs["agent"]
+    agent.terminate()
+    assert agent.wait(timeout=30) == 0
+    live_cluster.group.start("agent", agent_command(state, work))

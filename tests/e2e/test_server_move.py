@@ -6,16 +6,33 @@ and the job runs on, never leaving `running`."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from trainhub.standalone.processes import agent_command, enroll_agent
 
-from .cluster import LiveCluster, job_processes
+from ..conftest import require_services
+from .cluster import LiveCluster, fresh_database, job_processes, services_cluster, with_env
 from .test_recovery import _events, _wait_metric
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
+# The scenario needs nodes that host one team at a time (what reclaim clears by a move):
+# its agents opt out of the sandbox, which only a developer's setting does.
+UNSANDBOXED = {"TRAINHUB_TASK_ISOLATION": "none"}
+
+
+@pytest.fixture(scope="module")
+def unsandboxed_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
+    database_url, redis_url = require_services()
+    tmp = tmp_path_factory.mktemp("move")
+    redis_move = redis_url.rsplit("/", 1)[0] + "/10"  # 11-14 belong to other modules
+    with (
+        fresh_database(database_url) as db_url,
+        services_cluster(db_url, redis_move, tmp, agent_env=UNSANDBOXED) as cluster,
+    ):
+        yield cluster
 
 
 def _cpu(cpu: float) -> dict[str, Any]:
@@ -45,7 +62,7 @@ def _second_node(cluster: LiveCluster, tmp: Path) -> dict[str, Any]:
         cluster.url, token, state, cluster.group.env, address="127.0.0.2", name="node-2"
     )
     assert enrolled.returncode == 0, enrolled.stderr
-    cluster.group.start("agent2", agent_command(state, tmp / "agent2"))
+    cluster.group.start("agent2", with_env(agent_command(state, tmp / "agent2"), UNSANDBOXED))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for node in cluster.api.get("/nodes/").json()["results"]:
@@ -68,8 +85,9 @@ def _nodes_of(cluster: LiveCluster, job_id: int) -> dict[tuple[str, int], str]:
 
 
 def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
-    live_cluster: LiveCluster, tmp_path: Path
+    unsandboxed_cluster: LiveCluster, tmp_path: Path
 ) -> None:
+    live_cluster = unsandboxed_cluster
     api = live_cluster.api
     if api.get("/teams/lab/").status_code == 404:
         assert api.post("/teams/", json={"slug": "lab", "name": "Lab"}).status_code == 201
@@ -79,9 +97,8 @@ def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
     try:
         node2 = _second_node(live_cluster, tmp_path)
         nodes = api.get("/nodes/").json()["results"]
-        # The e2e agents run tasks unisolated (the runtime's interpreter is not one other
-        # uids can run): a node then hosts one team at a time, which is what this
-        # scenario reclaims.
+        # These agents run tasks unsandboxed: a node then hosts one team at a time, which
+        # is what this scenario reclaims.
         assert {n["isolation"] for n in nodes} == {"none"}, nodes
         # Earlier tests' tasks may still be stopping: the layout below needs idle nodes.
         deadline = time.monotonic() + 60
@@ -103,7 +120,7 @@ def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
         (_, index), lone_node = lone[0]
         _wait_metric(live_cluster, replicated["id"], "test_rmse", 2)
 
-        # recsys owns the quota. These agents cannot isolate tasks, so a node hosts one
+        # recsys owns the quota. These agents do not sandbox tasks, so a node hosts one
         # team at a time: only the lone server's node can be cleared for it, by a move.
         owner = live_cluster.submit(
             **_spec("owner", "recsys", ps=1, replication=0, worker=0.5, epochs=2)

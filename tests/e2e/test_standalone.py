@@ -3,9 +3,11 @@ stopped mid-job and started again, the job resumes from its checkpoint."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +22,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from .cluster import free_port, job_processes, task_port_range
+from ..archive_builders import tar_gz
+from .cluster import free_port, job_processes, sandbox_base, task_port_range
 
 pytestmark = pytest.mark.slow
 
@@ -105,6 +108,18 @@ class Standalone:
             self.proc.wait()
 
 
+@pytest.fixture
+def sandboxed_home() -> Iterator[Path]:
+    """Where a standalone keeps its data: somewhere its agent's task uids can traverse
+    (pytest's tmp_path sits below a 0700 directory, which would make the agent refuse
+    every task)."""
+    base = sandbox_base("trainhub-standalone-")
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @contextmanager
 def standalone(data_dir: Path, port: int, ports: dict[str, str]) -> Iterator[Standalone]:
     server = Standalone(data_dir, port, ports)
@@ -153,11 +168,11 @@ def installation_processes(data_dir: Path) -> dict[int, tuple[bytes, dict[str, s
     return found
 
 
-def test_standalone_broker_needs_a_password_that_no_task_sees(tmp_path: Path) -> None:
+def test_standalone_broker_needs_a_password_that_no_task_sees(sandboxed_home: Path) -> None:
     """The embedded broker has a new random password every start: the web, worker and beat
     processes get it in REDIS_URL; the agent and its tasks do not; no log holds it; a
     client without it is refused."""
-    data_dir = tmp_path / "var"
+    data_dir = sandboxed_home / "var"
     with standalone(data_dir, free_port(), task_port_range()) as server:
         processes = installation_processes(data_dir)
         urls = {
@@ -202,9 +217,9 @@ def test_standalone_broker_needs_a_password_that_no_task_sees(tmp_path: Path) ->
         assert password not in log.read_text(errors="replace"), log
 
 
-def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
+def test_standalone_runs_a_job_and_stops_cleanly(sandboxed_home: Path) -> None:
     port = free_port()
-    data_dir = tmp_path / "var"
+    data_dir = sandboxed_home / "var"
     with standalone(data_dir, port, task_port_range()) as server:
         assert f"{server.url}/" in server.banner
         assert httpx.get(f"{server.url}/readyz").json() == {"status": "ok"}  # anonymous
@@ -216,18 +231,21 @@ def test_standalone_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
         series = server.api.get(f"/jobs/{job['id']}/metrics/").json()["series"]
         assert len(series["test_rmse"]) == 2
         assert (data_dir / "trainhub.sqlite3").exists()
-        assert data_dir.stat().st_mode & 0o777 == 0o700  # database, credential, checkpoints
+        # Database, credential, checkpoints: the task uids of a root agent may traverse the
+        # directory to what their sandboxes bind, no more; the database is the server's.
+        assert data_dir.stat().st_mode & 0o777 == (0o711 if os.geteuid() == 0 else 0o700)
+        assert (data_dir / "trainhub.sqlite3").stat().st_mode & 0o777 == 0o600
         assert server.stop(signal.SIGTERM) == 0
     assert left_behind(data_dir, [job["id"]]) == []
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server.url}/healthz")
 
 
-def test_standalone_stopped_mid_job_resumes_it_from_its_checkpoint(tmp_path: Path) -> None:
+def test_standalone_stopped_mid_job_resumes_it_from_its_checkpoint(sandboxed_home: Path) -> None:
     """Ctrl-C while a job trains: it saves a checkpoint, goes back to the queue and
     everything stops; the next start resumes it from that checkpoint to success."""
     port, ports = free_port(), task_port_range()
-    data_dir = tmp_path / "var"
+    data_dir = sandboxed_home / "var"
     with standalone(data_dir, port, ports) as first:
         job = first.api.post("/jobs/", json=_spec("standalone-resume", 30)).json()
         job_id = job["id"]
@@ -275,3 +293,70 @@ def test_standalone_stopped_mid_job_resumes_it_from_its_checkpoint(tmp_path: Pat
         assert second.stop() == 0
     assert "saving a checkpoint" not in second.output  # nothing ran at the second stop
     assert left_behind(data_dir, [job_id]) == []
+
+
+ATTACK = b"""
+import json, os, socket
+from pathlib import Path
+
+def _can(action):
+    try:
+        action()
+        return True
+    except OSError:
+        return False
+
+def _broker_answer(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            conn.sendall(b"*2\\r\\n$4\\r\\nKEYS\\r\\n$1\\r\\n*\\r\\n")
+            return conn.recv(200).decode(errors="replace")
+    except OSError as exc:
+        return f"error: {exc}"
+
+def train(data_dir, broker_port):
+    data = Path(data_dir)
+    found = {
+        "read_database": _can(lambda: (data / "trainhub.sqlite3").read_bytes()),
+        "read_credential": _can(lambda: (data / "agent.json").read_bytes()),
+        "list_data_dir": _can(lambda: os.listdir(data)),
+        "broker": _broker_answer(broker_port),
+    }
+    print("ATTACK " + json.dumps(found), flush=True)
+    return found
+"""
+
+
+def test_a_standalone_jobs_code_cannot_reach_the_database_credential_or_broker(
+    sandboxed_home: Path,
+) -> None:
+    data_dir = sandboxed_home / "var"
+    with standalone(data_dir, free_port(), task_port_range()) as server:
+        url = next(
+            env["REDIS_URL"]
+            for cmd, env in installation_processes(data_dir).values()
+            if b"uvicorn" in cmd
+        )
+        port = urlsplit(url).port
+        upload = server.api.post(
+            "/code/", files={"file": ("a.tar.gz", io.BytesIO(tar_gz({"attack.py": ATTACK})))}
+        )
+        assert upload.status_code == 201, upload.text
+        spec = {
+            **_spec("standalone-attack", 1),
+            "entrypoint": "attack:train",
+            "args": {"data_dir": str(data_dir), "broker_port": port},
+            "code": upload.json()["digest"],
+        }
+        job_id = server.submit(spec)
+        done = server.wait_state(job_id, {"succeeded", "failed"})
+        lines = server.api.get(f"/jobs/{job_id}/logs/").json()["lines"]
+        report = next(
+            (json.loads(x["line"][7:]) for x in lines if x["line"].startswith("ATTACK ")), None
+        )
+        assert report is not None, (done, lines[-20:])
+        assert report["read_database"] is False, report
+        assert report["read_credential"] is False
+        assert report["list_data_dir"] is False
+        assert report["broker"].startswith("-NOAUTH"), report
+        assert server.stop(signal.SIGTERM) == 0

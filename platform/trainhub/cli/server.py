@@ -109,7 +109,10 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
         return 2
     data_dir = Path(os.environ.get("TRAINHUB_DATA_DIR", "var")).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    data_dir.chmod(0o700)  # the database, the agent's credential, checkpoints: ours alone
+    # The database, the agent's credential, checkpoints: ours alone. A root agent's task
+    # uids must traverse it to the directories their sandboxes bind (never to list it or
+    # read the rest: the sandbox holds nothing else of it, and the database is 0600).
+    data_dir.chmod(0o711 if os.geteuid() == 0 else 0o700)
 
     from trainhub.standalone.broker import start_broker
 
@@ -140,6 +143,8 @@ def standalone(args: argparse.Namespace, _: list[str]) -> int:
     print(f"TrainHub standalone: data in {data_dir}", flush=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     booted = bootstrap(admin_password=os.environ.get("TRAINHUB_ADMIN_PASSWORD"))
+    for database in data_dir.glob("trainhub.sqlite3*"):
+        database.chmod(0o600)
     url = f"http://{args.host}:{args.port}"
     group = ProcessGroup(env=child_env({}), log_dir=data_dir / "logs")
     signals = 0  # the first asks for a stop that keeps the jobs' work, a second: at once

@@ -22,3 +22,12 @@ class NodeIsolation(models.TextChoices):
     NONE = "none", "None"
     UID = "uid", "Own uid per job"
     UID_CGROUP = "uid+cgroup", "Own uid per job and cgroup per task"
+    SANDBOX = "sandbox", "Sandbox, own uid per job, cgroup per task"
+    # Sandboxed, but every job as the agent's uid: one team at a time, like "none".
+    SANDBOX_USER = "sandbox-user", "Sandbox as the agent's user"
+    # The agent cannot sandbox and starts no task: the scheduler places nothing there.
+    UNAVAILABLE = "unavailable", "Unavailable (the agent cannot sandbox tasks)"
+
+
+# Isolation that keeps teams apart: their jobs may share the node.
+TEAMS_APART = frozenset({NodeIsolation.UID, NodeIsolation.UID_CGROUP, NodeIsolation.SANDBOX})

@@ -20,7 +20,7 @@ from django.db.models.functions import MD5, Cast
 from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState
 from trainhub.jobs.jobspec import JobSpec, ResourceSpec
 from trainhub.jobs.models import Job, Task
-from trainhub.nodes.choices import NodeIsolation, NodeState
+from trainhub.nodes.choices import TEAMS_APART, NodeIsolation, NodeState
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Quota
 
@@ -114,9 +114,9 @@ def policy_config() -> policy.PolicyConfig:
 def _node(node: Node, now: datetime) -> policy.Node:
     if not node.is_alive(now):
         state = policy.LOST
-    elif node.state == NodeState.ACTIVE:
+    elif node.state == NodeState.ACTIVE and node.isolation != NodeIsolation.UNAVAILABLE:
         state = policy.READY
-    else:  # cordoned or draining: keeps what runs there, gets nothing new
+    else:  # cordoned, draining, or its agent cannot sandbox: nothing new goes there
         state = policy.CORDONED
     return policy.Node(
         id=node.pk,
@@ -124,7 +124,7 @@ def _node(node: Node, now: datetime) -> policy.Node:
         state=state,
         owner=node.owner.slug if node.owner else None,
         gpu_models=dict(Counter(gpu_models(node).values())),
-        isolated=node.isolation != NodeIsolation.NONE,
+        isolated=node.isolation in TEAMS_APART,
     )
 
 

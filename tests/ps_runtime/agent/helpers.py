@@ -81,3 +81,15 @@ def cleanup_pid(pid: int) -> None:
         os.kill(pid, 9)
     except OSError:
         pass
+
+
+def require_root() -> None:
+    """Skip a test that needs a root agent when not root; under CI=true (which runs as
+    root, the way production agents do) fail instead: the sandbox tests never skip there."""
+    import pytest
+
+    if os.geteuid() == 0:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail("CI=true runs the sandbox tests as root; this run is not root")
+    pytest.skip("needs a root agent")

@@ -1,4 +1,4 @@
-"""The task environment allow-list, uid mapping, cgroup files and the isolation settings."""
+"""The task environment allow-list, uid ranges, cgroup files and the isolation settings."""
 
 from __future__ import annotations
 
@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from ps_runtime.agent import cgroups, limits
+from ps_runtime.agent import cgroups, limits, taskdirs
 from ps_runtime.agent.isolation import (
     MODE_NONE,
-    MODE_UID,
-    MODE_UID_CGROUP,
+    MODE_SANDBOX,
+    MODE_SANDBOX_USER,
+    MODE_UNAVAILABLE,
     Isolation,
     IsolationError,
     parse_uid_range,
-    prepare_private_dir,
     task_environment,
-    uid_for_job,
 )
+
+from .helpers import require_root
 
 AGENT_SECRETS = {
     "TRAINHUB_ADMIN_PASSWORD": "hunter2",
@@ -77,6 +78,11 @@ def test_task_environment_has_none_of_the_agents_secrets() -> None:
     }
 
 
+def test_a_sandboxed_task_gets_no_tls_file_of_the_agents() -> None:
+    env = task_environment(AGENT_ENV, DESIRED, home="/tmp", pass_agent_tls=False)
+    assert "TRAINHUB_TLS_CA" not in env
+
+
 def test_task_environment_defaults() -> None:
     env = task_environment({}, {}, home="/h")
     assert env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
@@ -84,21 +90,13 @@ def test_task_environment_defaults() -> None:
     assert "PYTHONPATH" not in env
 
 
-def test_uid_range_and_mapping() -> None:
+def test_uid_range() -> None:
     uids = parse_uid_range("200000-200009")
     assert (uids.start, len(uids)) == (200000, 10)
-    assert uid_for_job(3, uids) == 200003
-    assert uid_for_job(13, uids) == 200003  # wraps: the range is the operator's choice
-    assert uid_for_job(9, uids) == 200009
-    for bad in ("200000", "x-y", "5-2", "0-100", "100-200", ""):
+    fullwidth = "\uff12\uff10\uff10\uff10\uff10-\uff12\uff10\uff11\uff10\uff10"
+    for bad in ("200000", "x-y", "5-2", "0-100", "100-200", "", fullwidth):
         with pytest.raises(IsolationError, match="TRAINHUB_TASK_UID_RANGE"):
             parse_uid_range(bad)
-
-
-def test_identity_per_job() -> None:
-    isolation = Isolation(MODE_UID, uids=range(300000, 300100))
-    assert isolation.identity(5) == (300005, 300005)
-    assert Isolation().identity(5) is None
 
 
 def _fake_v1(root: Path) -> Path:
@@ -161,43 +159,60 @@ def test_cgroup_files_v2(tmp_path: Path) -> None:
     assert cgroup.dirs == (path,)
     assert (path / "memory.max").read_text() == str(256 * 1024 * 1024)
     assert (path / "cpu.max").read_text() == "50000 100000"
-    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +cpu"
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
     cgroups.create(hierarchy, "task-5-0", memory_mb=0, cpu=0)
     assert (tmp_path / "trainhub" / "task-5-0" / "memory.max").read_text() == "max"
     assert (tmp_path / "trainhub" / "task-5-0" / "cpu.max").read_text() == "max 100000"
 
 
-def test_not_root_reports_none(tmp_path: Path) -> None:
+def test_settings(tmp_path: Path) -> None:
+    # An unprivileged agent sandboxes as its own user (the probe is skipped for a
+    # pretended euid); only an explicit opt-out runs tasks unsandboxed.
     isolation = Isolation.from_settings(tmp_path, {}, euid=1000)
-    assert isolation.mode == MODE_NONE and not isolation.isolating
-    assert isolation.python == sys.executable
-    assert "NOT isolated" in isolation.describe()
-    with pytest.raises(IsolationError, match="needs the agent to run as root"):
-        Isolation.from_settings(tmp_path, {"TRAINHUB_TASK_ISOLATION": "required"}, euid=1000)
+    assert isolation.mode == MODE_SANDBOX_USER and not isolation.isolating
+    assert isolation.box is not None and isolation.python == sys.executable
+    opted_out = Isolation.from_settings(tmp_path, {"TRAINHUB_TASK_ISOLATION": "none"}, euid=0)
+    assert opted_out.mode == MODE_NONE and opted_out.box is None
+    assert "NOT sandboxed" in opted_out.describe()
     with pytest.raises(IsolationError, match="TRAINHUB_TASK_ISOLATION"):
         Isolation.from_settings(tmp_path, {"TRAINHUB_TASK_ISOLATION": "yes"}, euid=0)
 
 
-def test_root_isolates_with_a_usable_python(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    python = Path("/usr/bin/python3")
-    if not python.exists():
-        pytest.skip("no /usr/bin/python3")
-    env = {"TRAINHUB_TASK_PYTHON": str(python), "TRAINHUB_TASK_UID_RANGE": "400000-400999"}
-    reachable = _reachable(tmp_path)
-    if reachable:
-        isolation = Isolation.from_settings(work, env, euid=0, cgroup_root=tmp_path / "none")
-        assert isolation.mode == MODE_UID  # no cgroup hierarchy at that root
-        assert isolation.identity(1001) == (400002, 400002)
+def test_a_node_without_bubblewrap_fails_closed(tmp_path: Path) -> None:
+    env = {"TRAINHUB_BWRAP": str(tmp_path / "no-bwrap")}
+    for euid in (0, 1000):
+        isolation = Isolation.from_settings(tmp_path, env, euid=euid)
+        assert isolation.mode == MODE_UNAVAILABLE and isolation.refuses_tasks
+        assert "apt-get install bubblewrap" in isolation.problem
+        assert "starts no task" in isolation.describe()
+    with pytest.raises(IsolationError, match="bubblewrap is not installed"):
+        Isolation.from_settings(tmp_path, {**env, "TRAINHUB_TASK_ISOLATION": "required"}, euid=0)
+
+
+def test_root_sandboxes_with_leased_uids(tmp_path: Path) -> None:
+    require_root()
+    base = Path(tempfile.mkdtemp(prefix="trainhub-isolation-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o711)
+        env = {"TRAINHUB_TASK_UID_RANGE": "400000-400999"}
+        isolation = Isolation.from_settings(base / "work", env, cgroup_root=tmp_path / "none")
+        assert isolation.mode == MODE_SANDBOX and isolation.hierarchy is None
+        assert isolation.leases is not None and isolation.leases.uids == range(400000, 401000)
         v1 = _fake_v1(tmp_path / "cg")
-        isolation = Isolation.from_settings(work, env, euid=0, cgroup_root=v1)
-        assert isolation.mode == MODE_UID_CGROUP
-    else:
-        # auto: an unreachable work dir means no isolation (said loudly); required: error.
-        isolation = Isolation.from_settings(work, env, euid=0)
-        assert isolation.mode == MODE_NONE
-        with pytest.raises(IsolationError, match="not reachable by the task uids"):
-            Isolation.from_settings(work, {**env, "TRAINHUB_TASK_ISOLATION": "required"}, euid=0)
+        isolation = Isolation.from_settings(base / "work", env, cgroup_root=v1)
+        assert isolation.hierarchy == cgroups.Hierarchy(1, v1)
+    finally:
+        shutil.rmtree(base)
+
+
+def test_an_unreachable_work_dir_fails_closed(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    isolation = Isolation.from_settings(private / "work", {}, euid=0)
+    assert isolation.mode == MODE_UNAVAILABLE
+    assert "not reachable by the task uids" in isolation.problem
+    with pytest.raises(IsolationError, match="not reachable by the task uids"):
+        Isolation.from_settings(private / "work", {"TRAINHUB_TASK_ISOLATION": "required"}, euid=0)
 
 
 def test_unrunnable_task_python_is_named(tmp_path: Path) -> None:
@@ -213,34 +228,33 @@ def _reachable(path: Path) -> bool:
     return all(p.stat().st_mode & 0o001 for p in [path.resolve(), *path.resolve().parents])
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_checkpoint_dir_is_owned_by_the_job_uid(tmp_path: Path) -> None:
+    require_root()
+    root = tmp_path / "checkpoints"
+    path = root / "job-3"
+    taskdirs.prepare_checkpoint_dir(path, (400003, 400003))
+    st = path.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (400003, 400003, 0o700)
+    # Another job's identity is refused; a link planted in its place is never followed.
+    with pytest.raises(taskdirs.TaskDirError, match="belongs to uid 400003"):
+        taskdirs.prepare_checkpoint_dir(path, (400004, 400004))
+    target = tmp_path / "target"
+    target.mkdir()
+    (root / "job-4").symlink_to(target)
+    with pytest.raises(taskdirs.TaskDirError, match="not a directory"):
+        taskdirs.prepare_checkpoint_dir(root / "job-4", (400004, 400004))
+    assert target.stat().st_uid == 0
+    # A checkpoint root others may write is refused (they could swap a job's directory).
+    os.chmod(root, 0o777)
+    with pytest.raises(taskdirs.TaskDirError, match="writable by users other"):
+        taskdirs.prepare_checkpoint_dir(path, (400003, 400003))
 
 
-@needs_root
-def test_private_dir_is_owned_by_the_job_uid() -> None:
-    # Not pytest's tmp_path: its parent (/tmp/pytest-of-root) is 0700, so no other uid
-    # could reach a directory below it; a directory of its own under /tmp can be.
-    base = Path(tempfile.mkdtemp(prefix="trainhub-isolation-", dir="/tmp"))
-    try:
-        os.chmod(base, 0o711)
-        assert _reachable(base)
-        path = base / "job-3"
-        prepare_private_dir(path, 400003, 400003)
-        st = path.stat()
-        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (400003, 400003, 0o700)
-    finally:
-        shutil.rmtree(base)
-
-
-@needs_root
 def test_real_cgroup_v1_or_v2_limits_a_process(tmp_path: Path) -> None:
+    require_root()
     hierarchy = cgroups.detect()
-    if hierarchy is None:
-        pytest.skip("no cgroup hierarchy mounted")
-    try:
-        cgroup = cgroups.create(hierarchy, f"test-{os.getpid()}", memory_mb=64, cpu=0.25)
-    except OSError as exc:
-        pytest.skip(f"cannot create a cgroup here: {exc}")
+    assert hierarchy is not None, "no cgroup hierarchy mounted"
+    cgroup = cgroups.create(hierarchy, f"test-{os.getpid()}", memory_mb=64, cpu=0.25, pids_max=32)
     try:
         import subprocess
 
@@ -258,6 +272,8 @@ def test_real_cgroup_v1_or_v2_limits_a_process(tmp_path: Path) -> None:
         assert f"/trainhub/test-{os.getpid()}" in out.decode()
         memory_file = "memory.max" if hierarchy.version == 2 else "memory.limit_in_bytes"
         assert (cgroup.dirs[0] / memory_file).read_text().strip() == str(64 * 1024 * 1024)
+        pids = [d for d in cgroup.dirs if (d / "pids.max").exists()]
+        assert pids and (pids[0] / "pids.max").read_text().strip() == "32"
     finally:
         assert cgroups.remove(cgroup)
     assert not any(d.exists() for d in cgroup.dirs)

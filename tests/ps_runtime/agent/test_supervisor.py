@@ -226,7 +226,7 @@ def test_cluster_file_follows_the_jobs_cluster(supervisor: Any, tmp_path: Path) 
     first = '{"ps": ["h:1"], "worker": ["h:2"]}'
     task = fake_task(41, mode="serve", TRAINHUB_CLUSTER=first)
     supervisor.start(task)
-    path = tmp_path / "tasks" / "41-1" / "cluster.json"
+    path = tmp_path / "tasks" / "41-1" / "run" / "cluster.json"
     assert path.read_text() == first
     assert not supervisor.update_cluster(task)  # unchanged: nothing written
 

@@ -1,10 +1,10 @@
-"""The agent hands a task the TLS material of its desired entry: files 0600 owned by the
-task's uid in its directory, named by TRAINHUB_TLS_*; the key never reaches the table."""
+"""The agent hands a task the TLS material of its desired entry: files in the agent-owned
+`run/` directory of the task, readable by the job's gid only, named by TRAINHUB_TLS_*;
+the key never reaches the table."""
 
 from __future__ import annotations
 
 import json
-import os
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ps_runtime.agent import taskdirs
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
     DesiredTask,
@@ -22,7 +23,7 @@ from ps_runtime.agent.protocol import (
 from ps_runtime.agent.supervisor import Supervisor
 from ps_runtime.agent.taskfiles import TABLE_FILE, TaskProcess, write_tls
 
-from .helpers import FAKE_COMMAND, fake_task, log_lines, statuses, wait_for
+from .helpers import FAKE_COMMAND, fake_task, log_lines, require_root, statuses, wait_for
 
 TLS = TaskTLS(
     cert="-----BEGIN CERTIFICATE-----\nnode\n-----END CERTIFICATE-----\n",
@@ -47,25 +48,30 @@ def test_the_material_round_trips_and_is_checked() -> None:
         parse_desired_task({**wire, "tls": {"cert": TLS.cert, "key": TLS.key}})
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
-def test_files_are_0600_and_owned_by_the_tasks_uid(tmp_path: Path) -> None:
-    env = write_tls(tmp_path, TLS, (200001, 200001))
+def test_files_are_the_agents_and_readable_by_the_jobs_gid_only(tmp_path: Path) -> None:
+    require_root()
+    run = taskdirs.fresh_task_dir(tmp_path / "tasks" / "1-0", traversable=True)
+    env = write_tls(run, TLS)
+    taskdirs.share_run_dir(run, 200001)
     assert sorted(env) == sorted(VARIABLES)
+    info = run.lstat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (0o750, 0, 200001)
     for name, text in zip(VARIABLES, (TLS.cert, TLS.key, TLS.ca), strict=True):
         path = Path(env[name])
-        assert path.parent == tmp_path and path.read_text() == text
+        assert path.parent == run and path.read_text() == text
         info = path.lstat()
-        assert stat.S_IMODE(info.st_mode) == 0o600
-        assert (info.st_uid, info.st_gid) == (200001, 200001)
+        assert stat.S_IMODE(info.st_mode) == 0o640
+        assert (info.st_uid, info.st_gid) == (0, 200001)
 
 
-def test_a_link_left_in_the_task_directory_is_not_followed(tmp_path: Path) -> None:
+def test_a_link_left_in_the_run_directory_is_not_followed(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("unchanged")
     task_dir = tmp_path / "task"
     task_dir.mkdir()
     (task_dir / "tls-key.pem").symlink_to(victim)
-    env = write_tls(task_dir, TLS, None)
+    (task_dir / ".tls-ca.pem.tmp").symlink_to(victim)
+    env = write_tls(task_dir, TLS)
     assert victim.read_text() == "unchanged"
     assert not Path(env["TRAINHUB_TLS_KEY"]).is_symlink()
     assert Path(env["TRAINHUB_TLS_KEY"]).read_text() == TLS.key
@@ -96,7 +102,8 @@ def test_a_started_task_sees_its_jobs_files_not_the_agents(
     outbox = Outbox()
     supervisor = Supervisor(outbox, tmp_path, command=FAKE_COMMAND)
     tp, seen = _run(supervisor, outbox, replace(fake_task(), tls=TLS))
-    assert seen == {name: str(tp.task_dir / f"tls-{name[13:].lower()}.pem") for name in VARIABLES}
+    run = tp.task_dir / "run"
+    assert seen == {name: str(run / f"tls-{name[13:].lower()}.pem") for name in VARIABLES}
     assert Path(seen["TRAINHUB_TLS_KEY"]).read_text() == TLS.key
     assert stat.S_IMODE(Path(seen["TRAINHUB_TLS_KEY"]).stat().st_mode) == 0o600
     # The task table (what a restarted agent adopts from) keeps no key.

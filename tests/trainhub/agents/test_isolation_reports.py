@@ -52,3 +52,19 @@ def test_the_scheduler_sees_which_nodes_isolate() -> None:
     nodes = {n.id: n for n in read_cluster(now).snapshot.nodes}
     assert nodes[plain.pk].isolated is False
     assert nodes[isolated.pk].isolated is True
+
+
+def test_a_sandboxing_agent_keeps_teams_apart_only_as_root() -> None:
+    root, _ = make_node("root-agent")
+    user, _ = make_node("user-agent")
+    broken, _ = make_node("no-bwrap")
+    now = timezone.now()
+    handle_message(node_id=root.pk, message=_heartbeat(isolation="sandbox"), now=now)
+    handle_message(node_id=user.pk, message=_heartbeat(isolation="sandbox-user"), now=now)
+    handle_message(node_id=broken.pk, message=_heartbeat(isolation="unavailable"), now=now)
+    nodes = {n.id: n for n in read_cluster(now).snapshot.nodes}
+    assert nodes[root.pk].isolated is True
+    assert nodes[user.pk].isolated is False  # every job as the agent's uid
+    # A node whose agent cannot sandbox starts no task: nothing is placed there.
+    assert nodes[root.pk].state == "ready" and nodes[user.pk].state == "ready"
+    assert nodes[broken.pk].state == "cordoned"
