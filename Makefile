@@ -6,7 +6,7 @@ PORT ?= 8000
 STAMP := $(VENV)/.installed-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 
-.PHONY: demo test faults install frontend lint audit typecheck proto clean
+.PHONY: demo test faults install frontend sandbox lint audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
@@ -23,20 +23,33 @@ install: $(STAMP) $(BUNDLE)
 
 frontend: $(BUNDLE)
 
+## bubblewrap, the sandbox the agent runs every task in (Debian's `bubblewrap`): installed
+## here when missing and we are root, else what to install is said (the agent then starts
+## no task)
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap (the task sandbox)"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; \
+	  else \
+	    echo "make: bubblewrap is missing: install it (Debian/Ubuntu: sudo apt-get install bubblewrap); until then the local agent starts no job" >&2; \
+	  fi; }
+
 ## Start TrainHub standalone (SQLite, embedded broker, a local agent) on http://127.0.0.1:$(PORT)/
-demo: install
+demo: install sandbox
 	$(VENV)/bin/trainhub standalone --port $(PORT)
 
 ## Run the whole test suite (needs PostgreSQL and Redis; see README "Tests")
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-test: install
+test: install sandbox
 	cd frontend && npm test --silent
 	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
 
 ## The fault suite: one fault per case on a services-mode cluster of its own (PostgreSQL
 ## and Redis instances it starts itself); prints each case's recovery time
-faults: install
+faults: install sandbox
 	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 
 ## Every gate fails the build: style, formatting, layering (import-linter) and types

@@ -34,13 +34,19 @@ def _can(action):
     except OSError:
         return False
 
+def _listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return None
+
 def train(credential, agent_dir, target, checkpoint_root, seconds=600):
     found = {
         "read_credential": _can(lambda: Path(credential).read_bytes()),
         "list_credential_dir": _can(lambda: os.listdir(Path(credential).parent)),
-        "list_agent_dir": _can(lambda: os.listdir(agent_dir)),
+        "agent_dir": _listing(agent_dir),
         "read_task_table": _can(lambda: Path(agent_dir, "tasks.json").read_bytes()),
-        "list_checkpoint_root": _can(lambda: os.listdir(checkpoint_root)),
+        "checkpoint_root": _listing(checkpoint_root),
         "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
         "uid": os.getuid(),
         "env": sorted(os.environ),
@@ -113,9 +119,12 @@ def test_a_jobs_code_cannot_reach_the_node_through_the_platform(
     report = _attack_report(live_cluster, job_id)
     assert report["read_credential"] is False, report
     assert report["list_credential_dir"] is False
-    assert report["list_agent_dir"] is False
+    # Of the agent's directory and the checkpoint root the sandbox holds only the mount
+    # points of the task's own run/ directory and checkpoint directory (when they lie
+    # below them on the node): no table, no lease, no other task or job.
+    assert report["agent_dir"] in (None, ["tasks"]), report
     assert report["read_task_table"] is False
-    assert report["list_checkpoint_root"] is False  # only its own job's directory
+    assert report["checkpoint_root"] in (None, [f"job-{job_id}"]), report
     assert report["uid"] != 0 and len(report["pids"]) <= 4, report
     assert not {"DATABASE_URL", "REDIS_URL", "TRAINHUB_SECRET_KEY"} & set(report["env"])
 

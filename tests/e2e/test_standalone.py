@@ -306,6 +306,12 @@ def _can(action):
     except OSError:
         return False
 
+def _listing(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return None
+
 def _broker_answer(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
@@ -319,7 +325,7 @@ def train(data_dir, broker_port):
     found = {
         "read_database": _can(lambda: (data / "trainhub.sqlite3").read_bytes()),
         "read_credential": _can(lambda: (data / "agent.json").read_bytes()),
-        "list_data_dir": _can(lambda: os.listdir(data)),
+        "data_dir": _listing(data),
         "broker": _broker_answer(broker_port),
     }
     print("ATTACK " + json.dumps(found), flush=True)
@@ -357,6 +363,7 @@ def test_a_standalone_jobs_code_cannot_reach_the_database_credential_or_broker(
         assert report is not None, (done, lines[-20:])
         assert report["read_database"] is False, report
         assert report["read_credential"] is False
-        assert report["list_data_dir"] is False
+        # Only the mount points of its own directories: no database, logs or credential.
+        assert set(report["data_dir"] or []) <= {"agent", "checkpoints"}, report
         assert report["broker"].startswith("-NOAUTH"), report
         assert server.stop(signal.SIGTERM) == 0

@@ -185,6 +185,25 @@ find_python() {
 }
 
 # The virtualenv: created once, kept on upgrades.
+# Every task runs in bubblewrap (the task sandbox); without it the agent starts none.
+ensure_sandbox() {
+    command -v bwrap >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        say "installing bubblewrap, the sandbox every task runs in"
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 &&
+            ! { apt-get update -qq >/dev/null 2>&1 &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1; }; then
+            warn "could not install bubblewrap (apt-get install bubblewrap): the agent starts no task until it is installed"
+        fi
+    elif [ "$(id -u)" = 0 ] && command -v dnf >/dev/null 2>&1; then
+        say "installing bubblewrap, the sandbox every task runs in"
+        dnf install -y -q bubblewrap >/dev/null 2>&1 ||
+            warn "could not install bubblewrap (dnf install bubblewrap): the agent starts no task until it is installed"
+    else
+        warn "bubblewrap is not installed: the agent starts no task until it is (Debian/Ubuntu: apt-get install bubblewrap; RHEL/Fedora: dnf install bubblewrap)"
+    fi
+}
+
 make_venv() {
     UPGRADE=0
     if [ -x "$PREFIX/bin/python" ]; then
@@ -292,6 +311,7 @@ main() {
         read_token # only its warning: the token is not used
     fi
     find_python
+    ensure_sandbox
     TMP=$(mktemp -d)
     trap 'rm -rf "$TMP"' EXIT
     trap 'exit 130' INT TERM
