@@ -4,9 +4,10 @@ agent runs and the node becomes ready. The installed environment has no Django; 
 is refused a second time; an expired token is refused; running the command again upgrades
 in place without re-enrolling or stopping the running agent.
 
-Issue 26: the token is given in a file (`--token-file`), the plain-http test server needs
-`--insecure`, and `PREFIX/bin/trainhub-agent run` with no flags and an empty HOME runs
-the agent the installer enrolled (its state file and work dir are the prefix's).
+Issue 26: the command as shown saves the token to a file and passes `--token-file` and,
+for the plain-http test server, `--insecure`; `PREFIX/bin/trainhub-agent run` with no
+flags and an empty HOME runs the agent the installer enrolled (its state file and work dir
+are the prefix's).
 
 It runs against a services-mode TrainHub of its own (own database, Redis db 13), so the
 extra node never shows up in the tests that share `live_cluster` and its single node.
@@ -128,20 +129,25 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
     assert issued["max_uses"] == 1
     prefix = tmp_path / "trainhub-agent"
     name = f"installed-{secrets.token_hex(3)}"
-    token_file = tmp_path / "token"
-    token_file.write_text(issued["token"] + "\n")
-    token_file.chmod(0o600)
+    # The command as shown, options appended: it saves the token to ~/trainhub-enroll-token
+    # and passes --token-file and, for this plain-http server, --insecure.
     shown = issued["install_command"]
-    assert shown.startswith(f"curl -fsSL {cluster.url}/agent/install.sh | sh -s -- ")
-    safe = shown.replace(f"--token={issued['token']}", f"--token-file {token_file}")
-    command = f"{safe} --insecure --prefix {prefix} --name {name} --labels e2e=install,zone=local"
-    assert issued["token"] not in command
+    assert shown.endswith(
+        f"&& curl -fsSL {cluster.url}/agent/install.sh | sh -s -- --server {cluster.url} "
+        "--insecure --token-file ~/trainhub-enroll-token"
+    )
+    command = f"{shown} --prefix {prefix} --name {name} --labels e2e=install,zone=local"
+    operator = tmp_path / "operator-home"
+    operator.mkdir()
 
     started = time.monotonic()
-    installed = _sh(command + " --no-service", tmp_path)
+    installed = _sh(command + " --no-service", tmp_path, HOME=str(operator))
     install_seconds = time.monotonic() - started
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert "--token puts" not in installed.stderr
+    token_file = operator / "trainhub-enroll-token"
+    assert token_file.read_text() == issued["token"] + "\n"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     run = _run_command(installed.stdout)
     assert run[:2] == [str(prefix / "bin" / "trainhub-agent"), "run"]
     # No flags, and a HOME with nothing in it: the agent finds the prefix's state and work
@@ -208,7 +214,7 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
         # no new enrollment (the used token is not needed), the unit is written and enabled,
         # the running unit is restarted onto the new version (KillMode=process: its tasks
         # go on, see test_agent_restart) and the node stays ready.
-        upgraded = _sh(command, tmp_path, **_fake_systemd(tmp_path))
+        upgraded = _sh(command, tmp_path, HOME=str(operator), **_fake_systemd(tmp_path))
         assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
         assert "upgrading the agent" in upgraded.stdout and "already enrolled" in upgraded.stdout
         if os.geteuid() == 0:

@@ -95,10 +95,12 @@ def _add_a_node(page: Page, live_cluster: LiveCluster) -> str:
     page.goto(f"{live_cluster.url}/nodes/")
     page.get_by_role("button", name="Add a node").click()
     command = page.locator("#install-command")
-    expect(command).to_contain_text("--token=")
+    expect(command).to_contain_text("--token-file ~/trainhub-enroll-token")
     text = command.inner_text().strip()
-    assert f"--server {live_cluster.url} " in text
-    assert text.startswith(f"curl -fsSL {live_cluster.url}/agent/install.sh | sh -s -- ")
+    assert text.startswith("(umask 077 && printf ")
+    assert f"&& curl -fsSL {live_cluster.url}/agent/install.sh | sh -s -- " in text
+    assert f"--server {live_cluster.url} --insecure " in text
+    expect(page.locator("#install-insecure")).to_contain_text("for trials only")
     expect(page.locator(".arrivals")).to_contain_text("Waiting for the new node to join")
     return text
 
@@ -165,7 +167,7 @@ def test_running_the_shown_command_adds_a_node_the_page_shows_live(
                 f"{command} --prefix {shlex.quote(str(tmp_path / 'agent'))} --no-service"
                 f" --name {name}",
             ],
-            env=_node_env(),
+            env={**_node_env(), "HOME": str(tmp_path)},  # where it saves the token
             capture_output=True,
             text=True,
             timeout=300,

@@ -44,18 +44,20 @@ def test_a_new_token_comes_with_its_install_command_expiry_and_one_use(admin: AP
     expires = datetime.fromisoformat(body["expires_at"])
     assert timedelta(minutes=59) < expires - before <= timedelta(hours=1, seconds=5)
     assert body["install_command"] == install_command("http://testserver", body["token"])
+    # The token only in the file the first part saves; the test server is plain http.
     assert body["install_command"] == (
+        f"(umask 077 && printf '%s\\n' {body['token']} > ~/trainhub-enroll-token) && "
         "curl -fsSL http://testserver/agent/install.sh | sh -s -- "
-        f"--server http://testserver --token={body['token']}"
+        "--server http://testserver --insecure --token-file ~/trainhub-enroll-token"
     )
 
 
 @override_settings(PUBLIC_URL="https://trainhub.example.com")
 def test_the_install_command_uses_the_public_url_when_set(admin: APIClient) -> None:
     body = admin.post(TOKENS, {"max_uses": 5}, format="json").json()
-    assert body["install_command"].startswith(
-        "curl -fsSL https://trainhub.example.com/agent/install.sh | sh -s -- "
-        "--server https://trainhub.example.com --token="
+    assert body["install_command"].endswith(
+        "&& curl -fsSL https://trainhub.example.com/agent/install.sh | sh -s -- "
+        "--server https://trainhub.example.com --token-file ~/trainhub-enroll-token"
     )
     assert body["max_uses"] == 5
 

@@ -5,15 +5,18 @@ drain, uncordon, "Add a node"), refused to everyone else with nothing changed; q
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import timedelta
+from html import unescape
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 from trainhub.audit.models import AuditEntry
 from trainhub.jobs.services import place_job
+from trainhub.nodes.install import install_command
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.services import enroll_node
 from trainhub.tenancy.choices import Role
@@ -229,20 +232,44 @@ def test_add_a_node_makes_one_single_use_token_and_shows_its_install_command(
     lifetime = token.expires_at - token.created_at
     assert timedelta(minutes=59) < lifetime <= timedelta(hours=1)
     html = response.content.decode()
-    command = re.search(r'<code id="install-command"[^>]*>(.*?)</code>', html, re.S)
-    assert command
-    text = command.group(1)
-    assert text.startswith("curl -fsSL http://testserver/agent/install.sh | sh -s -- ")
-    assert "--server http://testserver " in text
-    secret = re.search(r"--token=(\S+)", text)
-    assert secret
+    text = _install_command(html)
+    # The token goes to a file the installer reads, not on its command line.
+    saved = re.fullmatch(r"\(umask 077 && printf '%s\\n' (\S+) > (\S+)\) && curl .*", text)
+    assert saved
+    secret = shlex.split(saved.group(1))[0]
+    assert text == install_command("http://testserver", secret)
+    assert text.endswith(
+        "&& curl -fsSL http://testserver/agent/install.sh | sh -s -- "
+        f"--server http://testserver --insecure --token-file {saved.group(2)}"
+    )
+    assert f"saves the token to <code>{saved.group(2)}</code>" in html
     assert 'data-copy="install-command"' in html
     assert "Waiting for the new node to join" in html
     # The secret shown is the token's: it enrolls exactly one node.
     facts = {"hostname": "fresh", "address": "127.0.0.2", "cpus": 2, "memory_mb": 2048}
-    enroll_node(token=secret.group(1), facts=facts, now=timezone.now())
+    enroll_node(token=secret, facts=facts, now=timezone.now())
     token.refresh_from_db()
     assert token.uses == 1
+
+
+def _install_command(html: str) -> str:
+    command = re.search(r'<code id="install-command"[^>]*>(.*?)</code>', html, re.S)
+    assert command, "no install command on the page"
+    return unescape(command.group(1))
+
+
+def test_add_a_node_on_a_plain_http_server_says_it_is_for_trials_only(
+    world: dict[str, Any],
+) -> None:
+    html = _client(world["root"]).post("/nodes/add/").content.decode()
+    assert " --insecure " in _install_command(html)
+    note = re.search(r'<p id="install-insecure">(.*?)</p>', html, re.S)
+    assert note and "for trials only" in _text(note.group(1))
+    with override_settings(PUBLIC_URL="https://trainhub.example.com"):
+        html = _client(world["root"]).post("/nodes/add/").content.decode()
+    assert "--insecure" not in _install_command(html)
+    assert "--server https://trainhub.example.com " in _install_command(html)
+    assert 'id="install-insecure"' not in html
 
 
 def test_a_member_cannot_add_a_node(world: dict[str, Any]) -> None:

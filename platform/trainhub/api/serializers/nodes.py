@@ -283,9 +283,9 @@ class IssuedEnrollmentTokenSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     max_uses = serializers.IntegerField()
     install_command = serializers.CharField(
-        help_text="The line to run on a new node: installs the agent and enrolls it. It "
-        "carries the token as `--token=…`, which other users of the node can read in its "
-        "process list until the token is used: on a shared machine save the token to a file "
-        "(mode 0600) and put `--token-file FILE` in its place. The installer refuses an "
-        "http:// server unless `--insecure` is added."
+        help_text="The line to run on a new node as root: it saves the token to "
+        "`~/trainhub-enroll-token` (mode 0600, with a shell builtin, so no process list "
+        "shows it), then installs the agent and enrolls it with `--token-file`. Options "
+        "such as `--prefix DIR --no-service` go at its end. For an http:// server it "
+        "passes `--insecure`: the token then crosses the network unencrypted (trials only)."
     )

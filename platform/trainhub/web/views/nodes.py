@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 
 from trainhub.jobs.selectors import tasks_on_node
 from trainhub.nodes.choices import NodeState
-from trainhub.nodes.install import install_command, public_server_url
+from trainhub.nodes.install import install_command, is_plain_http, public_server_url
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, set_node_state
 from trainhub.tenancy.models import Team
@@ -47,6 +47,7 @@ class InstallOffer:
 
     command: str
     expires_at: datetime
+    insecure: bool  # the server is plain http: the command passes --insecure
 
 
 @login_required
@@ -70,7 +71,10 @@ def node_add(request: HttpRequest) -> HttpResponse:
         max_uses=1,
         expires_at=expires_at,
     )
-    install = InstallOffer(install_command(public_server_url(request), issued.secret), expires_at)
+    server = public_server_url(request)
+    install = InstallOffer(
+        install_command(server, issued.secret), expires_at, insecure=is_plain_http(server)
+    )
     return _node_list(request, since=now, install=install)
 
 
