@@ -176,7 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         work_dir,
     )
     try:
-        isolation = Isolation.from_settings(work_dir)
+        isolation = Isolation.from_settings(work_dir, private=(state_file,))
     except IsolationError as exc:
         print(f"trainhub-agent: {exc}", file=sys.stderr)
         return 1

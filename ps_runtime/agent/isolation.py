@@ -211,10 +211,12 @@ class Isolation:
         *,
         euid: int | None = None,
         cgroup_root: Path = cgroups.CGROUP_ROOT,
+        private: Sequence[Path] = (),
     ) -> Isolation:
         """Read the agent settings and check, by starting the runtime in a sandbox once,
         that this node can sandbox tasks. A node that cannot gives mode `unavailable`
         (every task is refused, with the cause); under `required` it is an error.
+        `private`: paths of the agent's own (its state file) that no sandbox may hold.
 
         Raises:
             IsolationError: naming the setting or path that is wrong.
@@ -231,10 +233,13 @@ class Isolation:
         leases: identities.Identities | None = None
         try:
             python = resolve_task_python(env, isolating=root)
+            bwrap = sandbox.bwrap_path(env)
             box = sandbox.Sandbox(
-                sandbox.bwrap_path(env),
-                sandbox.runtime_mounts(python, pythonpath) + sandbox.data_paths(env),
+                bwrap,
+                sandbox.runtime_mounts(python, pythonpath, private=(work_dir, *private))
+                + sandbox.data_paths(env),
                 sandbox.scratch_bytes(env),
+                disable_userns=sandbox.bwrap_version(bwrap) >= (0, 8),
             )
             probe_identity = None
             if root:

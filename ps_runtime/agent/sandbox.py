@@ -25,6 +25,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +99,19 @@ def bwrap_path(environ: Mapping[str, str]) -> str:
     return found
 
 
+def bwrap_version(bwrap: str) -> tuple[int, ...]:
+    """bubblewrap's version (`bwrap --version`: "bubblewrap 0.8.0"); () when unreadable."""
+    try:
+        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    words = done.stdout.split()
+    parts = words[-1].split(".") if words else []
+    if not parts or not all(p.isascii() and p.isdigit() for p in parts):
+        return ()
+    return tuple(int(p) for p in parts)
+
+
 def scratch_bytes(environ: Mapping[str, str]) -> int:
     """The size of a task's scratch tmpfs from `TRAINHUB_TASK_SCRATCH_MB`."""
     text = environ.get(SCRATCH_MB_ENV, "") or str(DEFAULT_SCRATCH_MB)
@@ -125,16 +139,26 @@ def data_paths(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def runtime_mounts(python: str, pythonpath: Iterable[str]) -> tuple[str, ...]:
-    """Host directories a task needs read-only to run the runtime: the interpreter's
-    prefix when it lives outside /usr, and every import path (the `ps_runtime` package
-    alone when the import path is a source checkout)."""
+def runtime_mounts(
+    python: str, pythonpath: Iterable[str], *, private: Iterable[Path] = ()
+) -> tuple[str, ...]:
+    """Host paths a task needs read-only to run the runtime: the interpreter at the path
+    tasks start it by (a virtualenv's `bin/python` too), its installation when that lies
+    outside /usr, and every import path (the `ps_runtime` package alone when the import
+    path is a source checkout).
+
+    Raises:
+        SandboxError: one of them holds a `private` path (the agent's state or work
+            directory), which no sandbox may contain.
+    """
     paths: list[str] = []
-    prefix = Path(python).resolve().parent.parent
-    if not prefix.is_relative_to("/usr") and prefix != Path("/"):
-        paths.append(str(prefix))
-    entries = [Path(p) for p in pythonpath]
-    for entry in entries:
+    if not Path(python).is_relative_to("/usr"):
+        paths.append(python)
+    real = Path(python).resolve()
+    home = Path(sys.base_prefix) if real == Path(sys.executable).resolve() else real.parent.parent
+    if not home.is_relative_to("/usr") and home != Path("/"):
+        paths.append(str(home))
+    for entry in (Path(p) for p in pythonpath):
         if not entry.is_dir():
             continue
         package = entry / "ps_runtime"
@@ -144,6 +168,14 @@ def runtime_mounts(python: str, pythonpath: Iterable[str]) -> tuple[str, ...]:
     for path in paths:
         if path not in unique and not any(Path(path).is_relative_to(u) for u in unique):
             unique.append(path)
+    for path in unique:
+        for secret in private:
+            if secret.resolve().is_relative_to(Path(path).resolve()):
+                raise SandboxError(
+                    f"the runtime's {path} holds the agent's {secret}, which no task may "
+                    "see: keep the agent's state and work directory outside the runtime's "
+                    "installation and import paths"
+                )
     return tuple(unique)
 
 
@@ -156,6 +188,8 @@ class Sandbox:
     scratch: int = DEFAULT_SCRATCH_MB * MIB
     dev: Path = Path("/dev")
     etc: Path = Path("/etc")
+    # `--disable-userns` came with bubblewrap 0.8 (Debian 12); older ones go without.
+    disable_userns: bool = True
 
     def command(self, mounts: TaskMounts, argv: Sequence[str]) -> list[str]:
         """`argv` inside the sandbox, as a bwrap command line."""
@@ -164,7 +198,7 @@ class Sandbox:
             "--unshare-user",
             "--unshare-pid",
             "--unshare-ipc",
-            "--disable-userns",
+            *(["--disable-userns"] if self.disable_userns else []),
             "--die-with-parent",
             # The scratch first: the mounts below may land inside /tmp on this host.
             "--size",

@@ -610,3 +610,18 @@ def test_sandbox_helpers_name_what_to_fix(tmp_path: Path) -> None:
     with pytest.raises(sandbox.SandboxError, match="TRAINHUB_TASK_DATA_PATHS"):
         sandbox.data_paths({"TRAINHUB_TASK_DATA_PATHS": "relative/dir"})
     assert sandbox.data_paths({"TRAINHUB_TASK_DATA_PATHS": str(tmp_path)}) == (str(tmp_path),)
+
+
+def test_the_bubblewrap_version_decides_its_options(tmp_path: Path) -> None:
+    old = tmp_path / "bwrap"
+    old.write_text("#!/bin/sh\necho 'bubblewrap 0.6.1'\n")
+    old.chmod(0o755)
+    assert sandbox.bwrap_version(str(old)) == (0, 6, 1)
+    assert sandbox.bwrap_version(str(tmp_path / "absent")) == ()
+    box = sandbox.Sandbox(str(old), disable_userns=sandbox.bwrap_version(str(old)) >= (0, 8))
+    assert "--disable-userns" not in box.command(sandbox.TaskMounts(tmp_path), ["true"])
+    installed = sandbox.bwrap_path({})
+    assert sandbox.bwrap_version(installed) >= (0, 8)
+    assert "--disable-userns" in sandbox.Sandbox(installed).command(
+        sandbox.TaskMounts(tmp_path), ["true"]
+    )
