@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -33,7 +34,8 @@ import pytest
 from ps_runtime.version import runtime_version
 
 from ..conftest import require_services
-from .cluster import LiveCluster, fresh_database, services_cluster
+from .cluster import LiveCluster, fresh_database, sandbox_base, services_cluster
+from .test_services_mode import movielens_spec
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -122,12 +124,30 @@ def _enroll(agent_bin: Path, cluster: LiveCluster, token: str, state: Path) -> A
     )
 
 
+def _run_a_job_on(cluster: LiveCluster, hostname: str) -> None:
+    """A short job placed on `hostname` alone (every other node cordoned meanwhile)."""
+    others = [n for n in cluster.api.get("/nodes/").json()["results"] if n["hostname"] != hostname]
+    for other in others:
+        cluster.api.post(f"/nodes/{other['id']}/cordon/").raise_for_status()
+    try:
+        job = cluster.submit(**movielens_spec("on-installed-node", {"epochs": 1}))
+        done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=240)
+        assert done["state"] == "succeeded", cluster.logs(job["id"])
+        assert {t["node"] for t in done["tasks"]} == {hostname}, done["tasks"]
+    finally:
+        for other in others:
+            cluster.api.post(f"/nodes/{other['id']}/uncordon/").raise_for_status()
+
+
 def test_one_line_install_enrolls_a_ready_node_without_django(
     cluster: LiveCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     issued = cluster.api.post("/enrollment-tokens/", json={}).raise_for_status().json()
     assert issued["max_uses"] == 1
-    prefix = tmp_path / "trainhub-agent"
+    # Where a root agent's task uids can traverse to the work dir (their sandboxes bind
+    # from it as them); pytest's tmp_path sits below a 0700 directory.
+    base = sandbox_base("trainhub-install-")
+    prefix = base / "trainhub-agent"
     name = f"installed-{secrets.token_hex(3)}"
     # The command as shown, options appended: it saves the token to ~/trainhub-enroll-token
     # and passes --token-file and, for this plain-http server, --insecure.
@@ -178,6 +198,10 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
         started_with = (tmp_path / "agent.log").read_text()
         assert f"state file {prefix}/etc/agent.json, work dir {prefix}/work" in started_with
         assert list(home.iterdir()) == []
+        # It sandboxes its tasks, and a job runs there on the installation's own
+        # interpreter and packages (its virtualenv's bin/python, bound into the sandbox).
+        assert node["isolation"] == ("sandbox" if os.geteuid() == 0 else "sandbox-user"), node
+        _run_a_job_on(cluster, name)
 
         state = prefix / "etc" / "agent.json"
         assert stat.S_IMODE(state.stat().st_mode) == 0o600
@@ -245,3 +269,4 @@ def test_one_line_install_enrolls_a_ready_node_without_django(
         extra = _node(cluster, name)
         if extra is not None:
             cluster.api.post(f"/nodes/{extra['id']}/cordon/")
+        shutil.rmtree(base, ignore_errors=True)
