@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from playwright.sync_api import Browser, sync_playwright
 
 from ..conftest import require_services
 from .browser import CHROMIUM_FLAGS, chromium_path
-from .cluster import LiveCluster, fresh_database, services_cluster
+from .cluster import LiveCluster, fresh_database, sandbox_base, services_cluster
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +21,18 @@ def live_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveClust
     redis_e2e = redis_url.rsplit("/", 1)[0] + "/14"
     with fresh_database(database_url) as db_url, services_cluster(db_url, redis_e2e, tmp) as c:
         yield c
+
+
+@pytest.fixture
+def sandboxed_home() -> Iterator[Path]:
+    """A directory for a standalone's data (its agent's work dir and checkpoints) that a
+    root agent's task uids can traverse: pytest's tmp_path sits below a 0700 directory,
+    which would make the agent refuse every task."""
+    base = sandbox_base("trainhub-standalone-")
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

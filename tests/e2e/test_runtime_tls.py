@@ -51,9 +51,9 @@ def _health(
     return grpc.StatusCode.OK
 
 
-def test_a_job_runs_over_tls_and_refuses_plaintext(tmp_path: Path) -> None:
+def test_a_job_runs_over_tls_and_refuses_plaintext(sandboxed_home: Path) -> None:
     ports = {**task_port_range(), "TRAINHUB_RUNTIME_TLS": "on"}
-    with standalone(tmp_path / "var", free_port(), ports) as server:
+    with standalone(sandboxed_home / "var", free_port(), ports) as server:
         job = server.api.post("/jobs/", json=_spec("tls-mf", 6)).json()
         server.wait_state(job["id"], {"running"})
         deadline = time.monotonic() + 60

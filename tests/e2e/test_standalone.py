@@ -7,7 +7,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ import httpx
 import pytest
 
 from ..archive_builders import tar_gz
-from .cluster import free_port, job_processes, sandbox_base, task_port_range
+from .cluster import free_port, job_processes, task_port_range
 
 pytestmark = pytest.mark.slow
 
@@ -106,18 +105,6 @@ class Standalone:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-
-
-@pytest.fixture
-def sandboxed_home() -> Iterator[Path]:
-    """Where a standalone keeps its data: somewhere its agent's task uids can traverse
-    (pytest's tmp_path sits below a 0700 directory, which would make the agent refuse
-    every task)."""
-    base = sandbox_base("trainhub-standalone-")
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @contextmanager

@@ -6,15 +6,15 @@ a second later, with the same command. Everything else must recover by itself.""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import free_port, task_pid, task_port_range
+from tests.e2e.cluster import free_port, sandbox_base, task_pid, task_port_range
 from tests.e2e.test_standalone import left_behind, standalone
 
 from .conftest import FaultCluster
@@ -81,11 +81,12 @@ def test_postgres_stopped_for_15_s(faults: FaultCluster) -> None:
     run_case(faults.cluster, "stop PostgreSQL 15 s", faults.clean_rmse, inject)
 
 
-def test_standalone_stopped_and_started(faults: FaultCluster, tmp_path: Path) -> None:
+def test_standalone_stopped_and_started(faults: FaultCluster) -> None:
     """Ctrl-C mid-job: the job checkpoints and is requeued; started again, it resumes and
     ends as the clean run did, and nothing of the first run is left."""
     port, ports = free_port(), task_port_range()
-    data_dir = tmp_path / "var"
+    base = sandbox_base("trainhub-fault-standalone-")  # its task uids traverse to their dirs
+    data_dir = base / "var"
     spec = {**movielens("fault-standalone", team="default")}
     with standalone(data_dir, port, ports) as first:
         job_id = first.submit(spec)
@@ -101,6 +102,7 @@ def test_standalone_stopped_and_started(faults: FaultCluster, tmp_path: Path) ->
         assert abs(rmse - faults.clean_rmse) <= RMSE_TOLERANCE, (rmse, faults.clean_rmse)
         assert second.stop() == 0
     assert left_behind(data_dir, [job_id]) == []
+    shutil.rmtree(base, ignore_errors=True)
     RESULTS.append(
         {
             "case": "stop/start standalone",
