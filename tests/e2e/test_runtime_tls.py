@@ -4,6 +4,7 @@ success, and a call without TLS to one of its servers is refused while it runs."
 
 from __future__ import annotations
 
+import os
 import stat
 import time
 from pathlib import Path
@@ -23,13 +24,6 @@ pytestmark = pytest.mark.slow
 def _environ(pid: int) -> dict[str, str]:
     pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(p.decode().partition("=")[::2] for p in pairs if b"=" in p)
-
-
-def _uid(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Uid:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no Uid in /proc/{pid}/status")
 
 
 def _health(
@@ -64,11 +58,21 @@ def test_a_job_runs_over_tls_and_refuses_plaintext(sandboxed_home: Path) -> None
         files = rpc.TLSFiles(
             env["TRAINHUB_TLS_CERT"], env["TRAINHUB_TLS_KEY"], env["TRAINHUB_TLS_CA"]
         )
+        # In the task's agent-owned run/ directory: readable by the job's gid (the group of
+        # its checkpoint directory), writable by nobody else.
+        job_gid = Path(env["TRAINHUB_CHECKPOINT_DIR"]).stat().st_gid
         for path in (files.cert, files.key, files.ca):
             info = Path(path).stat()
-            assert stat.S_IMODE(info.st_mode) == 0o600, path
-            assert info.st_uid == _uid(pid), path  # the job's own uid when isolating
-            assert Path(path).parent == Path(f"/proc/{pid}/cwd").resolve()
+            assert Path(path).parent.name == "run", path
+            if os.geteuid() == 0:
+                assert job_gid != 0
+                assert (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid) == (
+                    0o640,
+                    0,
+                    job_gid,
+                ), path
+            else:
+                assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o600, os.geteuid()), path
         assert "PRIVATE KEY" in Path(files.key).read_text()
         address, token = env["TRAINHUB_BIND"], env["TRAINHUB_JOB_TOKEN"]
         trusted = rpc.TLSFiles(ca=files.ca)
