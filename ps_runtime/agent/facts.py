@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ps_runtime.agent.gpus import GpuInfo, GpuUsage, query_gpu_usage, query_gpus
+from ps_runtime.agent.messages import USAGE_CPUS, USAGE_MEMORY_TOTAL_MB
 from ps_runtime.version import known_runtime_version
 
 PROC = Path("/proc")
@@ -62,6 +63,15 @@ def read_meminfo(proc: Path = PROC) -> dict[str, int]:
 
 def memory_total_mb(proc: Path = PROC) -> int:
     return read_meminfo(proc).get("MemTotal", 0) // 1024
+
+
+def node_totals(proc: Path = PROC) -> dict[str, int]:
+    """The CPUs this agent may use and the node's memory (MiB), as the heartbeat's
+    `cpus` and `memory_total_mb`: measured as enrollment measures them (`gather_facts`),
+    so the server can tell a node that declared more than it has. A total that reads as
+    0 (no `MemTotal`) is left out rather than sent, since the server refuses it."""
+    totals = {USAGE_CPUS: len(node_cpus()), USAGE_MEMORY_TOTAL_MB: memory_total_mb(proc)}
+    return {name: value for name, value in totals.items() if value > 0}
 
 
 def memory_used_mb(proc: Path = PROC) -> int:
@@ -146,8 +156,9 @@ def _read_cpu_times(proc: Path) -> tuple[int, int]:
 
 
 class UsageSampler:
-    """CPU percent since the previous sample (all node CPUs), memory in use, each GPU's
-    utilization and memory in use, and the TCP ports in use on the node."""
+    """CPU percent since the previous sample (all node CPUs), memory in use, the node's
+    totals (`node_totals`), each GPU's utilization and memory in use, and the TCP ports
+    in use on the node."""
 
     def __init__(self, proc: Path = PROC) -> None:
         self._proc = proc
@@ -168,6 +179,7 @@ class UsageSampler:
         return {
             "cpu_percent": self.cpu_percent(),
             "memory_used_mb": memory_used_mb(self._proc),
+            **node_totals(self._proc),
         }
 
     def gpus(self) -> list[GpuUsage]:

@@ -25,6 +25,7 @@ from ps_runtime.agent.fields import (
     as_number,
     as_str,
     join,
+    refuse,
 )
 from ps_runtime.agent.gpus import GpuUsage
 from ps_runtime.agent.kinds import MessageKind
@@ -80,6 +81,11 @@ MAX_PORT = 65535
 # A heartbeat's usage: a few named numbers ("cpu_percent", "memory_used_mb").
 MAX_USAGE_FIELDS = 32
 _USAGE_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# The node's totals in a heartbeat's usage, measured as at enrollment (`facts.node_totals`):
+# the CPUs the agent may use and the node's memory in MiB. The server caps what it
+# schedules on the node to them (`trainhub.nodes.capacity`); older agents leave them out.
+USAGE_CPUS = "cpus"
+USAGE_MEMORY_TOTAL_MB = "memory_total_mb"
 
 
 def as_port(value: object, path: str) -> int:
@@ -130,14 +136,24 @@ def _usage(usage: JsonObject) -> dict[str, float]:
                 f"characters, got {name[:80]!r}",
                 usage.path,
             )
-        out[name] = as_number(value, usage.at(name))
+        out[name] = _usage_value(name, value, usage.at(name))
     return out
+
+
+def _usage_value(name: str, value: object, path: str) -> float:
+    """A usage number; the node's totals are positive (memory in whole MiB)."""
+    if name == USAGE_MEMORY_TOTAL_MB:
+        return as_int(value, path, minimum=1)
+    number = as_number(value, path)
+    if name == USAGE_CPUS and not number > 0:
+        refuse(path, "a finite number > 0", value)
+    return number
 
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """Node usage, each GPU's load, the TCP ports listened on, live task processes, how
-    tasks are isolated and the agent's version; every 5 s and on connect."""
+    """Node usage and totals, each GPU's load, the TCP ports listened on, live task
+    processes, how tasks are isolated and the agent's version; every 5 s and on connect."""
 
     KIND: ClassVar[MessageKind] = MessageKind.HEARTBEAT
     usage: Mapping[str, float] = field(default_factory=dict)
@@ -165,6 +181,17 @@ class Heartbeat:
         if self.agent_version is not None:
             document["agent_version"] = self.agent_version
         return document
+
+    @property
+    def cpus(self) -> float | None:
+        """The CPUs the agent may use, as it measured them; None from older agents."""
+        return self.usage.get(USAGE_CPUS)
+
+    @property
+    def memory_total_mb(self) -> int | None:
+        """The node's memory (MiB), as the agent measured it; None from older agents."""
+        value = self.usage.get(USAGE_MEMORY_TOTAL_MB)
+        return None if value is None else int(value)
 
     @classmethod
     def from_fields(cls, fields: JsonObject) -> Heartbeat:

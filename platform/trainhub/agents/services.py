@@ -29,7 +29,7 @@ from trainhub.jobs.services import (
     record_task_status,
     settle_unstarted_tasks,
 )
-from trainhub.nodes.capacity import cap_gpus_to_reports
+from trainhub.nodes.capacity import CapacityReport, cap_to_reports
 from trainhub.nodes.services import HeartbeatRecord, record_heartbeat, record_heartbeats
 from trainhub.telemetry.services import PointRow, checked_rows, ingest_logs, ingest_rows
 
@@ -100,13 +100,13 @@ def ingest_batch(
 
 def apply_heartbeats(beats: dict[int, tuple[Heartbeat, datetime]]) -> None:
     """The latest heartbeat of each of many nodes, applied together: one UPDATE per set of
-    fields, one query for tasks to settle (usually none), one for the GPUs the nodes that
-    report some offer (`nodes.capacity`)."""
+    fields, one query for tasks to settle (usually none), one for the capacity the nodes
+    that report GPUs or totals offer (`nodes.capacity`)."""
     if not beats:
         return
     record_heartbeats([_record(node_id, hb, now) for node_id, (hb, now) in beats.items()])
-    cap_gpus_to_reports(
-        {node_id: _gpu_indices(hb) for node_id, (hb, _) in beats.items() if hb.gpus},
+    cap_to_reports(
+        {node_id: _capacity(hb) for node_id, (hb, _) in beats.items()},
         now=max(now for _, now in beats.values()),
     )
     for node_id in nodes_with_unstarted_stops(list(beats)):
@@ -124,8 +124,12 @@ def _record(node_id: int, heartbeat: Heartbeat, now: datetime) -> HeartbeatRecor
     return HeartbeatRecord(node_id, usage, now, isolation, heartbeat.agent_version)
 
 
-def _gpu_indices(heartbeat: Heartbeat) -> set[int]:
-    return {int(g["index"]) for g in heartbeat.gpus}
+def _capacity(heartbeat: Heartbeat) -> CapacityReport:
+    return CapacityReport(
+        gpus=frozenset(int(g["index"]) for g in heartbeat.gpus),
+        cpus=heartbeat.cpus,
+        memory_mb=heartbeat.memory_total_mb,
+    )
 
 
 def _live(heartbeat: Heartbeat) -> set[tuple[Any, Any]]:
@@ -141,8 +145,7 @@ def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
         isolation=r.isolation,
         agent_version=r.agent_version,
     )
-    if heartbeat.gpus:
-        cap_gpus_to_reports({node_id: _gpu_indices(heartbeat)}, now=now)
+    cap_to_reports({node_id: _capacity(heartbeat)}, now=now)
     settle_unstarted_tasks(node_id=node_id, live=_live(heartbeat), now=now)
 
 

@@ -57,10 +57,12 @@ class Node(models.Model):
     # Enrolled with a token that `requires_approval`: the node starts cordoned and stays
     # so until an admin approves it (`services.approve_node`, or uncordoning it).
     awaiting_approval = models.BooleanField(default=False, editable=False)
-    # Set while the GPUs in `gpus` (what the scheduler counts) are fewer than the node
-    # declared at enrollment because its heartbeats report fewer
-    # (`services.cap_gpus_to_reports`): {"gpus": {"declared": [...], "reported": [0, 1],
-    # "since": "<ISO 8601>"}}; {} when the node offers all it declared.
+    # Set while `gpus`, `cpus` or `memory_mb` (what the scheduler counts) are less than the
+    # node declared at enrollment because its heartbeats report less
+    # (`capacity.cap_to_reports`): {"gpus": {"declared": [...], "reported": [0, 1],
+    # "since": "<ISO 8601>"}, "cpus": {"declared": 64.0, "reported": 2, "since": ...},
+    # "memory_mb": {...}}, each key only while capped; {} when the node offers all it
+    # declared.
     capacity_capped = models.JSONField(default=dict, blank=True, editable=False)
     # The trainhub-runtime version the node's agent runs (enrollment, then heartbeats);
     # empty until an agent reports one. The API and the nodes page flag a version other

@@ -119,7 +119,15 @@ def test_enroll_run_tasks_reconnect_and_stop(tmp_path: Path) -> None:
         assert (entry["id"], entry["attempt"]) == (31, 1)
         first_pid = entry["pid"]
         assert pid_alive(first_pid)
-        assert set(heartbeat["usage"]) == {"cpu_percent", "memory_used_mb"}
+        assert set(heartbeat["usage"]) == {
+            "cpu_percent",
+            "memory_used_mb",
+            "cpus",
+            "memory_total_mb",
+        }
+        # The node's totals, measured as enrollment measured them.
+        assert heartbeat["usage"]["cpus"] == enrollment["cpus"]
+        assert heartbeat["usage"]["memory_total_mb"] == enrollment["memory_mb"]
 
         # The server drops the socket: the agent reconnects and keeps the task running.
         beats = len(cp.of_type("heartbeat"))

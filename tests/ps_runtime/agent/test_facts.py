@@ -1,11 +1,19 @@
-"""The TCP ports a node's agent reports in use, read from /proc/net/tcp and tcp6."""
+"""What a node's agent measures: the TCP ports in use, read from /proc/net/tcp and tcp6,
+and the node's totals its heartbeats carry, measured as at enrollment."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
-from ps_runtime.agent.facts import MAX_REPORTED_PORTS, UsageSampler, listening_ports
+from ps_runtime.agent.facts import (
+    MAX_REPORTED_PORTS,
+    UsageSampler,
+    gather_facts,
+    listening_ports,
+    node_totals,
+)
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid\n"
 
@@ -48,3 +56,26 @@ def test_a_real_listening_socket_is_seen() -> None:
         assert port not in UsageSampler().ports_in_use()
         sock.listen()
         assert port in UsageSampler().ports_in_use()
+
+
+def _fake_proc(tmp_path: Path, meminfo: str) -> Path:
+    (tmp_path / "stat").write_text("cpu  100 0 50 800 10 0 0 0 0 0\n")
+    (tmp_path / "meminfo").write_text(meminfo)
+    return tmp_path
+
+
+def test_the_usage_carries_the_totals_enrollment_declares(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path, "MemTotal:       16384000 kB\nMemAvailable:    8192000 kB\n")
+    usage = UsageSampler(proc).sample()
+    assert usage["cpus"] == len(os.sched_getaffinity(0))
+    assert usage["memory_total_mb"] == 16000
+    assert usage["memory_used_mb"] == 8000
+    # On the real node, the heartbeat's totals are what enrollment declared.
+    facts = gather_facts(address="127.0.0.1")
+    assert node_totals() == {"cpus": facts.cpus, "memory_total_mb": facts.memory_mb}
+
+
+def test_a_total_that_cannot_be_read_is_left_out(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path, "MemFree: 1024 kB\n")
+    assert node_totals(proc) == {"cpus": len(os.sched_getaffinity(0))}
+    assert "memory_total_mb" not in UsageSampler(proc).sample()

@@ -173,6 +173,7 @@ MESSAGES: list[AgentMessage] = [
         ports_in_use=(8080, 24000),
     ),
     Heartbeat(isolation=IsolationMode.UID_CGROUP, agent_version="0.1.0+g1a2b3c"),
+    Heartbeat(usage={"cpu_percent": 3.0, "cpus": 2.5, "memory_total_mb": 16000}),
     TaskStatus(KEY, ReportedState.RUNNING),
     TaskStatus(KEY, ReportedState.FAILED, 137, "killed by SIGKILL"),
     TaskStatus(KEY, ReportedState.SUCCEEDED, 0, "exited with code 0"),
@@ -196,6 +197,16 @@ def test_every_message_kind_round_trips(message: AgentMessage) -> None:
 
 def test_every_kind_has_a_type() -> None:
     assert {m.KIND for m in MESSAGES} == set(MessageKind)
+
+
+def test_a_heartbeat_carries_the_node_totals_when_the_agent_sends_them() -> None:
+    usage = {"cpu_percent": 3.0, "cpus": 2, "memory_total_mb": 16000}
+    parsed = parse_agent_message({"type": "heartbeat", "usage": usage})
+    assert isinstance(parsed, Heartbeat)
+    assert (parsed.cpus, parsed.memory_total_mb) == (2, 16000)
+    older = parse_agent_message({"type": "heartbeat", "usage": {"cpu_percent": 3.0}})
+    assert isinstance(older, Heartbeat)
+    assert (older.cpus, older.memory_total_mb) == (None, None)
 
 
 def test_optional_fields_of_a_status_default() -> None:
@@ -234,6 +245,25 @@ NAN, INF = float("nan"), float("inf")
         ({"type": "heartbeat", "usage": {"cpu_percent": 10**400}}, "usage.cpu_percent", "finite"),
         ({"type": "heartbeat", "usage": {"cpu_percent": True}}, "usage.cpu_percent", "number"),
         ({"type": "heartbeat", "usage": []}, "usage", "a JSON object"),
+        ({"type": "heartbeat", "usage": {"cpus": 0}}, "usage.cpus", "a finite number > 0"),
+        ({"type": "heartbeat", "usage": {"cpus": -2}}, "usage.cpus", "a finite number > 0"),
+        ({"type": "heartbeat", "usage": {"cpus": INF}}, "usage.cpus", "finite"),
+        ({"type": "heartbeat", "usage": {"cpus": "8"}}, "usage.cpus", "a finite number"),
+        (
+            {"type": "heartbeat", "usage": {"memory_total_mb": 0}},
+            "usage.memory_total_mb",
+            "an integer >= 1",
+        ),
+        (
+            {"type": "heartbeat", "usage": {"memory_total_mb": 1024.5}},
+            "usage.memory_total_mb",
+            "an integer",
+        ),
+        (
+            {"type": "heartbeat", "usage": {"memory_total_mb": True}},
+            "usage.memory_total_mb",
+            "an integer",
+        ),
         ({"type": "heartbeat", "usage": {"cpu\u0000": 1}}, "usage", "snake_case"),
         ({"type": "heartbeat", "usage": {"x" * 65: 1}}, "usage", "snake_case"),
         (

@@ -61,7 +61,9 @@ class NodeSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="Empty, or why the node offers less than it declared at enrollment: "
         '{"gpus": {"declared": [...], "reported": [indices], "since": time}} when its '
-        "heartbeats report fewer GPUs (`gpus` holds those offered).",
+        "heartbeats report fewer GPUs (`gpus` holds those offered); likewise "
+        '"cpus" and "memory_mb" when they report fewer CPUs or less memory '
+        "(`cpus` and `memory_mb` hold what is offered).",
     )
 
     owner: serializers.SlugRelatedField = serializers.SlugRelatedField(
