@@ -66,11 +66,11 @@ def run_once(
 ) -> dict[str, Any]:
     import numpy as np
 
-    from ps_runtime.cluster import ClusterResolver
-    from ps_runtime.coordinator import ClusterCoordinator
+    from ps_runtime.coordinator.cluster import ClusterResolver
+    from ps_runtime.coordinator.cluster_coordinator import ClusterCoordinator
+    from ps_runtime.coordinator.strategy import ParameterServerStrategy
     from ps_runtime.examples import embedding
-    from ps_runtime.launch import free_ports
-    from ps_runtime.strategy import ParameterServerStrategy
+    from ps_runtime.launch.local import free_ports
 
     token = "bench"
     ports = free_ports(num_ps + num_workers)
@@ -174,10 +174,10 @@ def memory_run(rows: int, budget: int, stream: int, dim: int = 16) -> list[dict[
 
     import numpy as np
 
-    from ps_runtime import rpc
-    from ps_runtime.cluster import ClusterResolver
-    from ps_runtime.launch import free_ports
-    from ps_runtime.strategy import ParameterServerStrategy
+    from ps_runtime.coordinator.cluster import ClusterResolver
+    from ps_runtime.coordinator.strategy import ParameterServerStrategy
+    from ps_runtime.launch.local import free_ports
+    from ps_runtime.wire import rpc
 
     out = []
     batch = 1 << 18

@@ -39,7 +39,7 @@ class Standalone:
     """`python -m trainhub.cli standalone` on a data directory of its own."""
 
     def __init__(self, data_dir: Path) -> None:
-        from ps_runtime.launch import free_ports
+        from ps_runtime.launch.local import free_ports
 
         port, password = free_ports(1)[0], secrets.token_urlsafe(12)
         low = random.randrange(20000, 32000, 100)

@@ -170,12 +170,12 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
 def run(shards: int, mib: int, iters: int, chunk_mib: float) -> dict[str, Any]:
     import numpy as np
 
-    from ps_runtime import rpc
-    from ps_runtime.cluster import ClusterResolver
-    from ps_runtime.launch import free_ports
-    from ps_runtime.optimizers import SGD
-    from ps_runtime.sharding import fixed_shards_partitioner
-    from ps_runtime.strategy import ParameterServerStrategy
+    from ps_runtime.coordinator.cluster import ClusterResolver
+    from ps_runtime.coordinator.strategy import ParameterServerStrategy
+    from ps_runtime.launch.local import free_ports
+    from ps_runtime.server.optimizers import SGD
+    from ps_runtime.shards.sharding import fixed_shards_partitioner
+    from ps_runtime.wire import rpc
 
     token = "bench"
     ports = free_ports(2 * shards)

@@ -7,25 +7,33 @@ from typing import TYPE_CHECKING, Any
 from ps_runtime.reporting import report
 
 if TYPE_CHECKING:
-    from ps_runtime.closures import per_worker
-    from ps_runtime.cluster import ClusterResolver, LocalCluster
-    from ps_runtime.coordinator import ClosureError, ClusterCoordinator, RemoteValue
-    from ps_runtime.optimizers import SGD, Adagrad
-    from ps_runtime.strategy import ParameterServerStrategy, create_table, create_variable
+    from ps_runtime.coordinator.closures import per_worker
+    from ps_runtime.coordinator.cluster import ClusterResolver, LocalCluster
+    from ps_runtime.coordinator.cluster_coordinator import (
+        ClosureError,
+        ClusterCoordinator,
+        RemoteValue,
+    )
+    from ps_runtime.coordinator.strategy import (
+        ParameterServerStrategy,
+        create_table,
+        create_variable,
+    )
+    from ps_runtime.server.optimizers import SGD, Adagrad
 
 # Heavier names (grpc, numpy) load on first attribute access.
 _LAZY = {
-    "ClusterResolver": "ps_runtime.cluster",
-    "LocalCluster": "ps_runtime.cluster",
-    "ClusterCoordinator": "ps_runtime.coordinator",
-    "RemoteValue": "ps_runtime.coordinator",
-    "ClosureError": "ps_runtime.coordinator",
-    "ParameterServerStrategy": "ps_runtime.strategy",
-    "create_variable": "ps_runtime.strategy",
-    "create_table": "ps_runtime.strategy",
-    "SGD": "ps_runtime.optimizers",
-    "Adagrad": "ps_runtime.optimizers",
-    "per_worker": "ps_runtime.closures",
+    "ClusterResolver": "ps_runtime.coordinator.cluster",
+    "LocalCluster": "ps_runtime.coordinator.cluster",
+    "ClusterCoordinator": "ps_runtime.coordinator.cluster_coordinator",
+    "RemoteValue": "ps_runtime.coordinator.cluster_coordinator",
+    "ClosureError": "ps_runtime.coordinator.cluster_coordinator",
+    "ParameterServerStrategy": "ps_runtime.coordinator.strategy",
+    "create_variable": "ps_runtime.coordinator.strategy",
+    "create_table": "ps_runtime.coordinator.strategy",
+    "SGD": "ps_runtime.server.optimizers",
+    "Adagrad": "ps_runtime.server.optimizers",
+    "per_worker": "ps_runtime.coordinator.closures",
 }
 
 __all__ = [

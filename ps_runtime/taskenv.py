@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from ps_runtime.replicas import check_replication
+from ps_runtime.shards.replicas import check_replication
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ class ClusterSpec:
 
     ps: tuple[str, ...] = ()
     worker: tuple[str, ...] = ()
-    replication: int = 0  # backups per PS shard (0 to 2), see ps_runtime.replicas
+    replication: int = 0  # backups per PS shard (0 to 2), see ps_runtime.shards.replicas
 
     def to_json(self) -> str:
         data: dict[str, Any] = {"ps": list(self.ps), "worker": list(self.worker)}

@@ -11,9 +11,9 @@ MYMODEL = b'''"""A user's model that exists only in its code archive: the coordi
 `train`, the workers import `square` from the same archive."""
 
 import ps_runtime
-from ps_runtime.cluster import ClusterResolver
-from ps_runtime.coordinator import ClusterCoordinator
-from ps_runtime.strategy import ParameterServerStrategy
+from ps_runtime.coordinator.cluster import ClusterResolver
+from ps_runtime.coordinator.cluster_coordinator import ClusterCoordinator
+from ps_runtime.coordinator.strategy import ParameterServerStrategy
 
 
 def square(x: int) -> int:

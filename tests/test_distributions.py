@@ -72,6 +72,35 @@ def test_runtime_wheel_has_the_archive_checks(runtime_venv: Path, tmp_path: Path
     assert str(runtime_venv) in probe.stdout
 
 
+def test_runtime_wheel_has_every_runtime_package(runtime_venv: Path, tmp_path: Path) -> None:
+    """The runtime is one package per concern (docs/design.md "Runtime": client, server,
+    coordinator, launch, wire, shards, ...): the wheel ships every module of the checkout's
+    `ps_runtime/`, and the packages import from the installed copy."""
+    packages = sorted(
+        p.name for p in (ROOT / "ps_runtime").iterdir() if (p / "__init__.py").is_file()
+    )
+    assert {"client", "coordinator", "launch", "server", "shards", "wire"} <= set(packages)
+    probe = _run(
+        runtime_venv / "bin" / "python",
+        "-c",
+        "import importlib, sys, ps_runtime;"
+        " [importlib.import_module('ps_runtime.' + n) for n in sys.argv[1:]];"
+        " print(ps_runtime.__file__)",
+        *packages,
+        cwd=tmp_path,
+    )
+    assert probe.returncode == 0, probe.stderr
+    installed = Path(probe.stdout.strip()).parent
+    assert str(runtime_venv) in str(installed)
+
+    def modules(root: Path) -> set[str]:
+        return {
+            str(p.relative_to(root)) for p in root.rglob("*.py") if "__pycache__" not in p.parts
+        }
+
+    assert modules(ROOT / "ps_runtime") <= modules(installed)
+
+
 def test_runtime_wheel_agent_cli_works(runtime_venv: Path, tmp_path: Path) -> None:
     agent = _run(runtime_venv / "bin" / "trainhub-agent", "--help", cwd=tmp_path)
     assert agent.returncode == 0, agent.stderr

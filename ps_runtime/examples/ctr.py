@@ -18,12 +18,12 @@ import numpy as np
 
 import ps_runtime
 from ps_runtime import taskenv
-from ps_runtime.cluster import ClusterResolver, LocalCluster
-from ps_runtime.coordinator import ClusterCoordinator
+from ps_runtime.coordinator.cluster import ClusterResolver, LocalCluster
+from ps_runtime.coordinator.cluster_coordinator import ClusterCoordinator
+from ps_runtime.coordinator.strategy import ParameterServerStrategy
+from ps_runtime.coordinator.variables import EmbeddingTable, Variable
 from ps_runtime.models import logistic, wide_deep
-from ps_runtime.optimizers import Adagrad
-from ps_runtime.strategy import ParameterServerStrategy
-from ps_runtime.variables import EmbeddingTable, Variable
+from ps_runtime.server.optimizers import Adagrad
 
 MODELS = ("logistic", "wide_deep")
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ps_runtime import sharding
-from ps_runtime.variables import EmbeddingTable, Variable
+from ps_runtime.coordinator.variables import EmbeddingTable, Variable
+from ps_runtime.shards import sharding
 
 ROWS, DIM, SLOTS = 1_000_000, 16, 8
 ID_MULT = 482_711  # odd and not a multiple of 5: a bijection on [0, 10^6) that scatters hot ids
@@ -97,7 +97,7 @@ def build(
 
     `materialize` pulls every row once, like a dense table initialized up front.
     """
-    from ps_runtime.optimizers import SGD
+    from ps_runtime.server.optimizers import SGD
 
     per_shard = -(-ROWS // strategy.num_ps)
     table = strategy.create_table(

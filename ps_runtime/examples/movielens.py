@@ -20,13 +20,13 @@ import numpy as np
 
 import ps_runtime
 from ps_runtime import taskenv
-from ps_runtime.checkpoint_manager import CheckpointManager
-from ps_runtime.cluster import ClusterResolver, LocalCluster
-from ps_runtime.coordinator import ClusterCoordinator, RemoteValue
+from ps_runtime.coordinator.checkpoint_manager import CheckpointManager
+from ps_runtime.coordinator.cluster import ClusterResolver, LocalCluster
+from ps_runtime.coordinator.cluster_coordinator import ClusterCoordinator, RemoteValue
+from ps_runtime.coordinator.strategy import ParameterServerStrategy
+from ps_runtime.coordinator.variables import EmbeddingTable
 from ps_runtime.models.mf import loss_and_gradients, predict
-from ps_runtime.optimizers import Adagrad
-from ps_runtime.strategy import ParameterServerStrategy
-from ps_runtime.variables import EmbeddingTable
+from ps_runtime.server.optimizers import Adagrad
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def evaluate_checkpoints(
     until_step: int | None = None,
 ) -> dict[str, Any]:
     """Sidecar: report `checkpoint_rmse` for each new checkpoint of a MovieLens job."""
-    from ps_runtime.evaluation import EvaluationLoop
+    from ps_runtime.coordinator.evaluation import EvaluationLoop
 
     dataset = load_dataset(data, test, seed)
     mean = float(np.mean(dataset.train.ratings))

@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 
 import ps_runtime
-from ps_runtime.checkpoint_manager import CheckpointManager
-from ps_runtime.cluster import ClusterResolver
-from ps_runtime.coordinator import ClusterCoordinator
+from ps_runtime.coordinator.checkpoint_manager import CheckpointManager
+from ps_runtime.coordinator.cluster import ClusterResolver
+from ps_runtime.coordinator.cluster_coordinator import ClusterCoordinator
+from ps_runtime.coordinator.strategy import ParameterServerStrategy
+from ps_runtime.coordinator.variables import Variable
 from ps_runtime.examples.movielens import Ratings, load_dataset, session
 from ps_runtime.models.autorec import Params, init_params, loss_and_gradients, predict
-from ps_runtime.optimizers import SGD, Adam
-from ps_runtime.strategy import ParameterServerStrategy
-from ps_runtime.variables import Variable
+from ps_runtime.server.optimizers import SGD, Adam
 
 VIEWS = ("item", "user")
 PHASES = ("select", "final")

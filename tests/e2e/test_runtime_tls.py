@@ -13,7 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ps_runtime import rpc
+from ps_runtime.wire import rpc
 
 from .cluster import free_port, task_pid, task_port_range
 from .test_standalone import _spec, standalone

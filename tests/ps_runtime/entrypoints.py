@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from ps_runtime.checkpoint_manager import CheckpointManager
-from ps_runtime.cluster import ClusterResolver
-from ps_runtime.strategy import ParameterServerStrategy
+from ps_runtime.coordinator.checkpoint_manager import CheckpointManager
+from ps_runtime.coordinator.cluster import ClusterResolver
+from ps_runtime.coordinator.strategy import ParameterServerStrategy
 
 
 def train_without_stop_requests(seconds: float = 120.0) -> None:

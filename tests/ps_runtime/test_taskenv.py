@@ -156,8 +156,8 @@ def test_numbers_are_ascii_digits(name: str, value: str, said: str, digits: str)
 def test_library_reads_go_through_the_same_variables(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ps_runtime import rpc
-    from ps_runtime.cluster import ClusterResolver
+    from ps_runtime.coordinator.cluster import ClusterResolver
+    from ps_runtime.wire import rpc
 
     for variable in taskenv.VARIABLES:
         monkeypatch.delenv(variable.name, raising=False)

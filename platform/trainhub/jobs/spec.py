@@ -14,7 +14,7 @@ from django.db.models import Max
 from rest_framework import serializers
 
 from ps_runtime.archives import is_digest
-from ps_runtime.replicas import MAX_REPLICATION
+from ps_runtime.shards.replicas import MAX_REPLICATION
 from trainhub.nodes.models import Node
 from trainhub.strictjson import JsonTypedSerializer
 from trainhub.tenancy.models import Quota, Team
