@@ -137,6 +137,17 @@ def main() -> None:
         print("ready", flush=True)
         time.sleep(120)
         return
+    if mode == "graceful":
+        # A task that takes its time to stop, as a checkpointing coordinator does.
+        def stop(*_: object) -> None:
+            time.sleep(0.5)
+            print("saved", flush=True)
+            raise SystemExit(3)
+
+        signal.signal(signal.SIGTERM, stop)
+        print("ready", flush=True)
+        time.sleep(120)
+        return
     if mode == "race":
         print(json.dumps(race()), flush=True)
         return

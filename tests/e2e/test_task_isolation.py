@@ -625,3 +625,22 @@ def test_the_bubblewrap_version_decides_its_options(tmp_path: Path) -> None:
     assert "--disable-userns" in sandbox.Sandbox(installed).command(
         sandbox.TaskMounts(tmp_path), ["true"]
     )
+
+
+def test_a_stopped_task_ends_in_its_own_time_and_its_exit_code_is_kept(base: Path) -> None:
+    """SIGTERM reaches the task through its group; bubblewrap's own process outlives it (it
+    starts with SIGTERM ignored) and reports the task's own exit, not its own death."""
+    isolation = sandboxed(base)
+    outbox = Outbox()
+    tasks = Tasks(outbox)
+    supervisor = Supervisor(
+        outbox, base / "agent", command=probe_command(isolation, base), isolation=isolation
+    )
+    graceful = task(8, 808, TRAINHUB_PROBE_MODE="graceful")
+    assert supervisor.start(graceful) is not None
+    wait_for(lambda: "ready" in tasks.lines(graceful.key), 20, "the task")
+    supervisor.stop(graceful.key, grace=10.0)
+    assert supervisor.wait_gone(graceful.key, 15)
+    assert "saved" in tasks.lines(graceful.key)
+    ended = [m for m in tasks.messages if m["type"] == "task_status" and m["id"] == 8]
+    assert (ended[-1]["state"], ended[-1]["exit_code"]) == ("stopped", 3), ended

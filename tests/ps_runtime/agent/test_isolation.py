@@ -277,3 +277,20 @@ def test_real_cgroup_v1_or_v2_limits_a_process(tmp_path: Path) -> None:
     finally:
         assert cgroups.remove(cgroup)
     assert not any(d.exists() for d in cgroup.dirs)
+
+
+def test_a_node_that_cannot_sandbox_starts_no_task_and_says_why(tmp_path: Path) -> None:
+    from ps_runtime.agent.outbox import Outbox
+    from ps_runtime.agent.supervisor import Supervisor
+
+    from .helpers import FAKE_COMMAND, fake_task
+
+    isolation = Isolation.from_settings(tmp_path, {"TRAINHUB_BWRAP": str(tmp_path / "none")})
+    outbox = Outbox()
+    supervisor = Supervisor(outbox, tmp_path / "work", command=FAKE_COMMAND, isolation=isolation)
+    assert supervisor.start(fake_task(mode="serve")) is None
+    (status,) = [m.to_wire() for m in outbox.drain()]
+    assert status["state"] == "failed"
+    assert "cannot sandbox tasks" in status["message"]
+    assert "apt-get install bubblewrap" in status["message"]
+    assert not supervisor.live_keys() and not (tmp_path / "work" / "tasks" / "31-1").exists()
