@@ -292,7 +292,14 @@ class Supervisor:
         cluster = task.env.get(taskenv.CLUSTER.name, "")
         if tp is None or tp.cluster_file is None or cluster == tp.cluster:
             return False
-        taskdirs.write_run_file(tp.cluster_file.parent, tp.cluster_file.name, cluster)
+        try:
+            taskdirs.write_run_file(tp.cluster_file.parent, tp.cluster_file.name, cluster)
+        except OSError as exc:
+            # A task an agent before the sandbox started (adopted after an upgrade) has no
+            # agent-owned run/ directory; its own directory is not written by name.
+            logger.warning("task %s: cannot update its cluster file: %s", task.id, exc)
+            tp.cluster = cluster
+            return False
         tp.cluster = cluster
         logger.info("task %s: cluster changed to %s", task.id, cluster)
         return True

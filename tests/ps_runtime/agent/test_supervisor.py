@@ -270,3 +270,19 @@ def test_a_full_outbox_holds_the_readers_back_and_nothing_is_dropped(tmp_path: P
     assert [line[:17] for line in out] == [f"flood line {i:06d}" for i in range(lines)]
     assert collector.messages[-1]["type"] == "task_status"
     assert outbox.dropped_items == 0
+
+
+def test_a_task_without_a_run_directory_keeps_the_agent_going(
+    supervisor: Any, tmp_path: Path
+) -> None:
+    """A task adopted from an agent before the sandbox has no run/ directory: a cluster
+    change is logged, not written by name into the task's own directory."""
+    task = fake_task(43, mode="serve", TRAINHUB_CLUSTER='{"ps": ["h:1"]}')
+    started = supervisor.start(task)
+    assert started is not None
+    legacy = tmp_path / "legacy"
+    started.cluster_file = legacy / "cluster.json"  # no such directory, as before the sandbox
+    grown = fake_task(43, mode="serve", TRAINHUB_CLUSTER='{"ps": ["h:1", "h:2"]}')
+    assert supervisor.update_cluster(grown) is False
+    assert not legacy.exists()
+    supervisor.stop(task.key, grace=2.0)
