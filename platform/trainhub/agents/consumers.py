@@ -42,7 +42,7 @@ from ps_runtime.agent.protocol import (
     TaskStatus,
 )
 from trainhub.nodes.credentials import check_node_credential
-from trainhub.nodes.services import record_heartbeat
+from trainhub.nodes.heartbeats import record_heartbeat
 from trainhub.opmetrics import AGENTS_CONNECTED, REFUSED, WEBSOCKET_CLIENTS
 
 from . import heartbeats

@@ -30,7 +30,7 @@ from trainhub.jobs.services import (
     settle_unstarted_tasks,
 )
 from trainhub.nodes.capacity import CapacityReport, cap_to_reports
-from trainhub.nodes.services import HeartbeatRecord, record_heartbeat, record_heartbeats
+from trainhub.nodes.heartbeats import HeartbeatRecord, record_heartbeat, record_heartbeats
 from trainhub.telemetry.services import PointRow, checked_rows, ingest_logs, ingest_rows
 
 __all__ = [

@@ -14,9 +14,7 @@ on it.
 
 from __future__ import annotations
 
-import json
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -35,6 +33,7 @@ from trainhub.tenancy.models import Team
 
 from .choices import NodeState
 from .credentials import IssuedCredential, IssuedSecret, credential_lifetime
+from .enrollment_limits import refusal
 from .models import EnrollmentToken, Node
 from .secrets_util import hash_secret, new_secret
 
@@ -330,39 +329,6 @@ def _check_name_free(hostname: str, now: datetime) -> None:
     )
 
 
-_LIMITS = (
-    ("cpus", "max_cpus", "CPUs"),
-    ("memory_mb", "max_memory_mb", "MB of memory"),
-    ("gpus", "max_gpus", "GPUs"),
-)
-
-
-def _number(value: float) -> str:
-    """4.0 as 4, 0.5 as 0.5, 1048576 in full (not as 1.04858e+06)."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _check_within_limits(token: EnrollmentToken, facts: Mapping[str, Any]) -> None:
-    """Refuse a node that declares more than the token allows, or a GPU twice."""
-    indices = [int(g["index"]) for g in facts.get("gpus") or []]
-    repeated = sorted(i for i, n in Counter(indices).items() if n > 1)
-    if repeated:
-        raise EnrollmentError(
-            f"GPU index {repeated[0]} is listed more than once; list each GPU once.",
-            field="gpus",
-        )
-    declared = {"cpus": float(facts["cpus"]), "memory_mb": facts["memory_mb"], "gpus": len(indices)}
-    for name, limit_name, unit in _LIMITS:
-        limit = getattr(token, limit_name)
-        if limit is not None and declared[name] > limit:
-            raise EnrollmentError(
-                f"This enrollment token lets a node offer at most {_number(limit)} {unit}; "
-                f"this node declares {_number(declared[name])}. For a token whose "
-                f"{limit_name} allows it, {NEW_TOKEN_HINT}.",
-                field=name,
-            )
-
-
 @transaction.atomic
 def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedCredential:
     """Register a node with an enrollment token; returns the node id and its credential,
@@ -379,7 +345,9 @@ def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedCr
     """
     usable = _usable_token(token, now)
     _check_name_free(facts["hostname"], now)
-    _check_within_limits(usable, facts)
+    refused = refusal(usable, facts, hint=NEW_TOKEN_HINT)
+    if refused is not None:
+        raise EnrollmentError(refused.message, field=refused.field)
     try:
         labels = check_labels({**(facts.get("labels") or {}), **usable.labels})
     except LabelError as exc:
@@ -405,85 +373,3 @@ def enroll_node(*, token: str, facts: dict[str, Any], now: datetime) -> IssuedCr
     return IssuedCredential(
         id=node.pk, secret=f"{node.pk}.{secret}", expires_at=node.credential_expires_at
     )
-
-
-def record_heartbeat(
-    *,
-    node_id: int,
-    usage: dict[str, Any],
-    now: datetime,
-    isolation: str | None = None,
-    agent_version: str | None = None,
-) -> None:
-    """Mark the node seen; `isolation` and `agent_version` (when the agent reports them)
-    replace the known ones."""
-    fields: dict[str, Any] = {"last_seen": now, "usage": usage}
-    if isolation is not None:
-        fields["isolation"] = isolation
-    if agent_version is not None:
-        fields["agent_version"] = agent_version
-    Node.objects.filter(pk=node_id).update(**fields)
-
-
-@dataclass(frozen=True)
-class HeartbeatRecord:
-    """What `record_heartbeat` takes, for `record_heartbeats`."""
-
-    node_id: int
-    usage: dict[str, Any]
-    now: datetime
-    isolation: str | None = None
-    agent_version: str | None = None
-
-
-def record_heartbeats(records: list[HeartbeatRecord]) -> None:
-    """`record_heartbeat` for many nodes at once, in one UPDATE.
-
-    On PostgreSQL the rows come in as arrays (`unnest`): Django's `bulk_update` builds a
-    CASE expression per field and row, and resolving it cost a web process a fifth of its
-    CPU at 1,000 agents.
-    """
-    if not records:
-        return
-    if connection.vendor != "postgresql":
-        _record_heartbeats_portably(records)
-        return
-    records = sorted(records, key=lambda r: r.node_id)
-    q = connection.ops.quote_name
-    sql = (
-        f"UPDATE {q(Node._meta.db_table)} AS n SET last_seen = v.seen, usage = v.usage,"
-        " isolation = COALESCE(v.isolation, n.isolation),"
-        " agent_version = COALESCE(v.version, n.agent_version)"
-        " FROM unnest(%s::bigint[], %s::timestamptz[], %s::text[]::jsonb[], %s::text[],"
-        " %s::text[]) AS v(id, seen, usage, isolation, version) WHERE n.id = v.id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            [
-                [r.node_id for r in records],
-                [r.now for r in records],
-                [json.dumps(r.usage) for r in records],
-                [r.isolation for r in records],
-                [r.agent_version for r in records],
-            ],
-        )
-
-
-def _record_heartbeats_portably(records: list[HeartbeatRecord]) -> None:
-    """`record_heartbeats` on SQLite (standalone): one bulk UPDATE per set of fields."""
-    groups: dict[tuple[bool, bool], list[Node]] = {}
-    for r in records:
-        node = Node(
-            pk=r.node_id,
-            last_seen=r.now,
-            usage=r.usage,
-            isolation=r.isolation or "",
-            agent_version=r.agent_version or "",
-        )
-        groups.setdefault((r.isolation is not None, r.agent_version is not None), []).append(node)
-    for (isolation, version), nodes in groups.items():
-        fields = ["last_seen", "usage"]
-        fields += ["isolation"] if isolation else []
-        fields += ["agent_version"] if version else []
-        Node.objects.bulk_update(nodes, fields)

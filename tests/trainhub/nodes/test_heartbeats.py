@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from trainhub.nodes.heartbeats import HeartbeatRecord, record_heartbeats
 from trainhub.nodes.models import Node
-from trainhub.nodes.services import HeartbeatRecord, record_heartbeats
 
 from ..factories import make_node
 

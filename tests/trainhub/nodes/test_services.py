@@ -15,13 +15,13 @@ from django.utils import timezone
 from trainhub.audit.models import AuditEntry
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.credentials import authenticate_node
+from trainhub.nodes.heartbeats import record_heartbeat
 from trainhub.nodes.models import EnrollmentToken, Node
 from trainhub.nodes.secrets_util import hash_secret
 from trainhub.nodes.services import (
     EnrollmentError,
     create_enrollment_token,
     enroll_node,
-    record_heartbeat,
     revoke_enrollment_token,
     set_node_owner,
     set_node_state,
