@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure Python (no Django): the policy names are checked here, before anything starts.
+from trainhub.envsettings import env_count, env_flag, env_rate
 from trainhub.scheduling.policy import POLICIES
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -31,25 +31,9 @@ if ENVIRONMENT == "production":
         raise ImproperlyConfigured("TRAINHUB_DEBUG must be off in production.")
 
 
-def _flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name, "").strip().lower()
-    if not value:
-        return default
-    if value not in ("1", "true", "yes", "0", "false", "no"):
-        raise ImproperlyConfigured(f"{name}={value!r}: use 1 or 0")
-    return value in ("1", "true", "yes")
-
-
-def _count(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip() or str(default)
-    if not value.isdigit():
-        raise ImproperlyConfigured(f"{name}={value!r}: must be a whole number, 0 or more")
-    return int(value)
-
-
 # How many reverse proxies in front of TrainHub append to X-Forwarded-For: 0 (the default)
 # keys rate limits on the connection's own address; N on the Nth address from the right.
-TRUSTED_PROXIES = _count("TRAINHUB_TRUSTED_PROXIES", 0)
+TRUSTED_PROXIES = env_count("TRAINHUB_TRUSTED_PROXIES", 0)
 
 if ENVIRONMENT == "production":
     # HTTPS behind a reverse proxy that sets X-Forwarded-Proto (deploy/nginx.conf). At
@@ -57,10 +41,10 @@ if ENVIRONMENT == "production":
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_HSTS_SECONDS = _count("TRAINHUB_HSTS_SECONDS", 31_536_000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("TRAINHUB_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = _flag("TRAINHUB_HSTS_PRELOAD", True)
-    SECURE_SSL_REDIRECT = _flag("TRAINHUB_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_count("TRAINHUB_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_flag("TRAINHUB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_flag("TRAINHUB_HSTS_PRELOAD", True)
+    SECURE_SSL_REDIRECT = env_flag("TRAINHUB_SSL_REDIRECT", True)
     # Probes from inside the cluster speak plain HTTP.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     # An operator's explicit opt-outs silence the deploy check that would object to them.
@@ -272,20 +256,6 @@ PREEMPTION_GRACE_SECONDS = float(os.environ.get("TRAINHUB_PREEMPTION_GRACE", "60
 # A waiting job rises one priority level per this many seconds (aging: nothing starves).
 SCHEDULER_AGING_SECONDS_PER_LEVEL = float(os.environ.get("TRAINHUB_SCHEDULER_AGING", "900"))
 
-_RATE = re.compile(r"[1-9][0-9]*/(s|sec|seconds?|m|min|minutes?|h|hours?|d|days?)")
-
-
-def _rate(name: str, default: str) -> str:
-    """A rate limit as DRF reads it (`30/minute`), checked here rather than at the first
-    request it would have failed."""
-    value = os.environ.get(name, "").strip() or default
-    if not _RATE.fullmatch(value):
-        raise ImproperlyConfigured(
-            f"{name}={value!r}: use requests per second, minute, hour or day, e.g. {default!r}"
-        )
-    return value
-
-
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "trainhub.api.token_auth.BoundedTokenAuthentication",
@@ -303,9 +273,9 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_THROTTLE_RATES": {
         # Shared by every sign-in form (API token, /login/, /admin/login/) and enrollment.
-        "auth": _rate("TRAINHUB_AUTH_RATE", "30/minute"),
+        "auth": env_rate("TRAINHUB_AUTH_RATE", "30/minute"),
         # Per user: submitting (dry runs too) and cloning jobs.
-        "submit": _rate("TRAINHUB_SUBMIT_RATE", "60/minute"),
+        "submit": env_rate("TRAINHUB_SUBMIT_RATE", "60/minute"),
     },
     # Throttles key on the client address as TRUSTED_PROXIES gives it, never on a header
     # the client chooses.
@@ -313,7 +283,7 @@ REST_FRAMEWORK = {
 }
 
 # The longest a personal API token may live; one asked for without an expiry gets this.
-TOKEN_MAX_DAYS = _count("TRAINHUB_TOKEN_MAX_DAYS", 90)
+TOKEN_MAX_DAYS = env_count("TRAINHUB_TOKEN_MAX_DAYS", 90)
 if TOKEN_MAX_DAYS < 1:
     raise ImproperlyConfigured("TRAINHUB_TOKEN_MAX_DAYS must be 1 or more")
 
