@@ -32,6 +32,9 @@ EXIT_SUCCEEDED = 0
 EXIT_STOPPED_AFTER_CHECKPOINT = 0
 # A parameter server was lost (EX_TEMPFAIL): restart every task from the last checkpoint.
 EXIT_PS_LOST = 75
+# The job's Python environment could not be built (EX_CONFIG; reported by the agent, never
+# by a process): the job fails at once, its restarts unused, with uv's message.
+EXIT_ENVIRONMENT = 78
 # Stopped by SIGTERM without saving a checkpoint.
 EXIT_TERMINATED = 128 + signal.SIGTERM
 

@@ -77,6 +77,7 @@ class TaskStateChanged:
     index: int
     state: str  # a `TaskState` value
     ended: bool  # the task is over: its node has room again
+    message: str = ""  # how far a `preparing` task's environment build is
 
 
 @dataclass(frozen=True, slots=True)

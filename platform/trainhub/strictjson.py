@@ -73,3 +73,18 @@ class JsonTypedSerializer(serializers.Serializer):
             if found:
                 raise serializers.ValidationError(found)
         return super().to_internal_value(data)
+
+
+class StrictSerializer(JsonTypedSerializer):
+    """Rejects fields it does not know, so a typo is an error instead of a silent default."""
+
+    refuses_unknown_fields = True  # the API schema says so: `additionalProperties: false`
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: [f"Unknown field '{name}'."] for name in unknown}
+                )
+        return super().to_internal_value(data)

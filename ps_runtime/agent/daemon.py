@@ -31,6 +31,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from ps_runtime.agent import protocol, renewal, rest
 from ps_runtime.agent.codecache import CodeCache, CodeError
+from ps_runtime.agent.environments import EnvironmentCache
 from ps_runtime.agent.facts import UsageSampler
 from ps_runtime.agent.isolation import Isolation
 from ps_runtime.agent.outbox import Outbox
@@ -92,6 +93,10 @@ class Agent:
         self._reconnect_at_once = False  # the socket was closed to reconnect with a renewal
         self.outbox = Outbox()
         self.code = CodeCache(state.server, work_dir / "code")
+        isolation = isolation if isolation is not None else Isolation()
+        self.environments = EnvironmentCache(
+            work_dir / "envs", python=isolation.python, pythonpath=isolation.pythonpath
+        )
         self.supervisor = Supervisor(
             self.outbox,
             work_dir,
@@ -99,6 +104,7 @@ class Agent:
             command=command,
             isolation=isolation,
             code=self.code,
+            environments=self.environments,
         )
         self.sampler = UsageSampler()
         # Read once: after an in-place upgrade this process still runs the code it started
@@ -165,6 +171,8 @@ class Agent:
                 "shutting down: %d task(s) keep running; the next agent adopts them",
                 len(self.supervisor.live_keys()),
             )
+            # A build in progress starts again with the next agent.
+            self.environments.abort_all()
         await self._final_flush(timeout=2.0)
         for task in (*workers, stopper):
             task.cancel()

@@ -59,6 +59,9 @@ MAX_STEP = 2**53
 class ReportedState(StrEnum):
     """What an agent says about a task attempt's process."""
 
+    # The agent is building the job's Python environment before it starts the process;
+    # the status's message says how far (repeated as the build goes on).
+    PREPARING = "preparing"
     RUNNING = "running"  # the process has started
     SUCCEEDED = "succeeded"  # it exited by itself with code 0
     FAILED = "failed"  # it exited by itself with another code, or could not start

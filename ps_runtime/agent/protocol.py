@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ps_runtime.agent.downward import Ack, ErrorMessage, TasksChanged
+from ps_runtime.agent.envspec import JobEnvironment
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_str, join
 from ps_runtime.agent.kinds import MessageKind
 from ps_runtime.agent.messages import (
@@ -57,6 +58,7 @@ __all__ = [
     "ErrorMessage",
     "Heartbeat",
     "IsolationMode",
+    "JobEnvironment",
     "LiveTask",
     "LogStream",
     "Logs",
@@ -142,6 +144,8 @@ class DesiredTask:
     stop_grace_seconds: float | None = None
     # TLS material for the job's gRPC; None: plaintext (loopback, or the operator opted out).
     tls: TaskTLS | None = None
+    # The job's own Python environment (built by the agent with uv); None: the runtime's.
+    environment: JobEnvironment | None = None
 
     @property
     def key(self) -> TaskKey:
@@ -165,6 +169,8 @@ class DesiredTask:
             document["stop_grace_seconds"] = self.stop_grace_seconds
         if self.tls is not None:
             document["tls"] = self.tls.to_wire()
+        if self.environment is not None:
+            document["environment"] = self.environment.to_wire()
         return document
 
     @classmethod
@@ -173,6 +179,7 @@ class DesiredTask:
         gpus = resources.at("gpu_indices")
         env = fields.obj("env")
         tls = fields.data.get("tls")
+        environment = fields.data.get("environment")
         return cls(
             id=fields.integer("id"),
             attempt=fields.integer("attempt", minimum=0),
@@ -188,6 +195,11 @@ class DesiredTask:
             env={name: as_str(value, env.at(name)) for name, value in env.data.items()},
             stop_grace_seconds=fields.optional_number("stop_grace_seconds", minimum=0),
             tls=None if tls is None else TaskTLS.from_fields(fields.obj("tls")),
+            environment=(
+                None
+                if environment is None
+                else JobEnvironment.from_fields(fields.obj("environment"))
+            ),
         )
 
 

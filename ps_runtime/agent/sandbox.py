@@ -81,6 +81,7 @@ class TaskMounts:
     code_dir: Path | None = None  # read-only: the job's unpacked code
     checkpoint_dir: Path | None = None  # writable: the job's checkpoints
     gpu_indices: Sequence[int] = ()
+    env_dir: Path | None = None  # read-only: the job's own Python environment
 
 
 def bwrap_path(environ: Mapping[str, str]) -> str:
@@ -219,6 +220,8 @@ class Sandbox:
         args += ["--ro-bind", str(mounts.run_dir), str(mounts.run_dir)]
         if mounts.code_dir is not None:
             args += ["--ro-bind", str(mounts.code_dir), str(mounts.code_dir)]
+        if mounts.env_dir is not None:
+            args += ["--ro-bind", str(mounts.env_dir), str(mounts.env_dir)]
         if mounts.checkpoint_dir is not None:
             args += ["--bind", str(mounts.checkpoint_dir), str(mounts.checkpoint_dir)]
         args += gpu_args(self.dev, mounts.gpu_indices)

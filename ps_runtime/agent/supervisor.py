@@ -32,10 +32,12 @@ from typing import Any
 from ps_runtime import taskenv
 from ps_runtime.agent import cgroups, limits, protocol, sandbox, taskdirs, tasklaunch, tasktable
 from ps_runtime.agent.codecache import CodeCache
+from ps_runtime.agent.environments import EnvironmentCache
 from ps_runtime.agent.fields import ProtocolError
 from ps_runtime.agent.identities import NoFreeIdentity
 from ps_runtime.agent.isolation import Isolation, IsolationError
 from ps_runtime.agent.outbox import Outbox
+from ps_runtime.agent.preparing import Preparations
 from ps_runtime.agent.protocol import (
     DesiredTask,
     ReportedState,
@@ -48,7 +50,6 @@ from ps_runtime.agent.taskfiles import (
     STREAMS,
     TABLE_FILE,
     TaskProcess,
-    open_outputs,
     outcome,
     scratch_full,
     tail_output,
@@ -78,6 +79,7 @@ class Supervisor:
         on_exit: Callable[[TaskKey], None] | None = None,
         isolation: Isolation | None = None,
         code: CodeCache | None = None,
+        environments: EnvironmentCache | None = None,
     ) -> None:
         self._outbox = outbox
         self._work_dir = work_dir
@@ -96,6 +98,17 @@ class Supervisor:
         self._table = work_dir / TABLE_FILE
         self._records: dict[TaskKey, tasktable.TaskRecord] = {}  # guarded by _lock
         self._ended: set[TaskKey] = set()  # status queued; record dropped on next commit
+        self.preparations = (
+            None
+            if environments is None
+            else Preparations(
+                environments,
+                outbox,
+                start=self.start,
+                failed=self._finish_unstarted,
+                in_use=self.environments_in_use,
+            )
+        )
 
     # -- queries -----------------------------------------------------------------------
 
@@ -104,8 +117,22 @@ class Supervisor:
             return {key: tp.pid for key, tp in self._live.items()}
 
     def live_keys(self) -> set[TaskKey]:
+        """Task attempts with a process, and those waiting for their environment."""
+        preparing = self.preparations.keys() if self.preparations is not None else set()
         with self._lock:
-            return set(self._live)
+            return set(self._live) | preparing
+
+    def environments_in_use(self) -> set[str]:
+        """Digests of the environments live tasks run in (never evicted)."""
+        if self.preparations is None:
+            return set()
+        with self._lock:
+            specs = [tp.task.environment for tp in self._live.values()]
+        return {self.preparations.cache.digest(s) for s in specs if s is not None}
+
+    def _finish_unstarted(self, key: TaskKey) -> None:
+        with self._lock:
+            self._finished.add(key)
 
     def finished_keys(self) -> set[TaskKey]:
         with self._lock:
@@ -121,9 +148,15 @@ class Supervisor:
 
     # -- start -------------------------------------------------------------------------
 
-    def start(self, task: DesiredTask) -> TaskProcess | None:
-        """Start one task attempt; a failure to start is reported as a failed status."""
+    def start(self, task: DesiredTask, env_dir: Path | None = None) -> TaskProcess | None:
+        """Start one task attempt; a failure to start is reported as a failed status. A
+        task whose job has an environment not built yet waits for it (`preparing`)."""
         key = task.key
+        if task.environment is not None and env_dir is None and self.preparations is not None:
+            env_dir = self.preparations.cache.ready(task.environment)
+            if env_dir is None:
+                self.preparations.begin(task)
+                return None
         with self._lock:
             if key in self._live:
                 return self._live[key]
@@ -133,49 +166,28 @@ class Supervisor:
             live_jobs = {other.task.job_id for other in self._live.values()}
         cpus = limits.choose_cpus(self._cpus, task.cpu, in_use)
         task_dir = self._work_dir / "tasks" / f"{task.id}-{task.attempt}"
-        cgroup: cgroups.TaskCgroup | None = None
-        cgroup_fds: list[int] = []
-        out_fds: dict[str, int] = {}
+        command = list(self._command)
         try:
-            if shutil.which(self._command[0]) is None:
-                raise OSError(f"no executable {self._command[0]}")
+            if task.environment is not None:
+                if env_dir is None:
+                    raise OSError("this agent builds no job environments")
+                command[0] = str(env_dir / "bin" / "python")
+            if shutil.which(command[0]) is None:
+                raise OSError(f"no executable {command[0]}")
             prepared = tasklaunch.prepare(
-                task, self.isolation, task_dir, code=self._code, live_jobs=live_jobs
+                task,
+                self.isolation,
+                task_dir,
+                code=self._code,
+                live_jobs=live_jobs,
+                env_dir=env_dir,
             )
-            env, identity = prepared.env, prepared.identity
-            if self.isolation.hierarchy is not None:
-                # GPU device files are numbered like nvidia-smi's indices (PCI order).
-                cgroup = cgroups.create(
-                    self.isolation.hierarchy,
-                    f"task-{task.id}-{task.attempt}",
-                    task.memory_mb,
-                    task.cpu,
-                    deny_gpus=[
-                        g for g in cgroups.nvidia_devices() if g not in set(task.gpu_indices)
-                    ],
-                    pids_max=self._pids_max,
-                )
-                cgroup_fds = cgroup.open_procs()
-            # RLIMIT_AS only where no cgroup bounds memory: it limits address space, not
-            # resident memory, and breaks CUDA start-up.
-            as_limit = None if cgroup is not None else limits.address_space_limit(task.memory_mb)
-            out_fds.update(open_outputs(task_dir))
-            taskenv.METRICS_FD.put(env, out_fds["metrics"])
-            proc = subprocess.Popen(
-                tasklaunch.command(self.isolation, prepared, task_dir, self._command),
-                env=env,
-                cwd=task_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=out_fds["stdout"],
-                stderr=out_fds["stderr"],
-                pass_fds=(out_fds["metrics"],),
-                start_new_session=True,
-                preexec_fn=limits.make_preexec(cpus, as_limit, cgroup_fds=cgroup_fds),
+            identity = prepared.identity
+            proc, cgroup = tasklaunch.spawn(
+                task, self.isolation, prepared, task_dir, command, cpus, self._pids_max
             )
             start_time = tasktable.process_start_time(proc.pid) or 0
         except (OSError, subprocess.SubprocessError, IsolationError, NoFreeIdentity) as exc:
-            if cgroup is not None:
-                cgroups.remove(cgroup)
             taskdirs.remove_task_dir(task_dir)
             logger.error("task %s attempt %s failed to start: %s", task.id, task.attempt, exc)
             self._outbox.add_status(
@@ -184,9 +196,6 @@ class Supervisor:
             with self._lock:
                 self._finished.add(key)
             return None
-        finally:
-            for fd in (*out_fds.values(), *cgroup_fds):
-                os.close(fd)  # the child holds its own copies
         tp = TaskProcess.started(task, proc, start_time, cpus, task_dir, cgroup)
         with self._lock:
             self._live[key] = tp
@@ -329,6 +338,10 @@ class Supervisor:
 
     def stop(self, key: TaskKey, grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS) -> None:
         """Ask a task to stop: SIGTERM its group now, SIGKILL after `grace`. Non-blocking."""
+        if self.preparations is not None and self.preparations.stop(key):
+            with self._lock:
+                self._finished.add(key)
+            return
         tp = self.get(key)
         if tp is None or tp.stop_requested.is_set():
             return
@@ -347,6 +360,8 @@ class Supervisor:
 
     def stop_all(self, grace: float = protocol.DEFAULT_STOP_GRACE_SECONDS) -> bool:
         """Stop every task and wait until all are gone (at most grace + 2 s)."""
+        if self.preparations is not None:
+            self.preparations.stop_all()
         with self._lock:
             processes = list(self._live.values())
         for tp in processes:

@@ -2,24 +2,27 @@
 
 `prepare` lays out the task's agent-owned directory (`taskdirs`), leases the job's uid
 (`identities`), prepares its checkpoint directory, writes its cluster and TLS files,
-unpacks its code, and builds its allow-listed environment; `command` wraps the task's
-command in its sandbox and its wrapper (`taskwrap`). The supervisor starts the result.
+unpacks its code, and builds its allow-listed environment (a job's own Python
+environment, `environments`, is mounted read-only and found through its `.pth`);
+`command` wraps the task's command in its sandbox and its wrapper (`taskwrap`); `spawn`
+starts it in its cgroup with its output files. The supervisor watches the process.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ps_runtime import taskenv
-from ps_runtime.agent import sandbox, taskdirs, taskwrap
+from ps_runtime.agent import cgroups, limits, sandbox, taskdirs, taskwrap
 from ps_runtime.agent.codecache import CodeCache
 from ps_runtime.agent.isolation import Isolation, IsolationError, task_environment
 from ps_runtime.agent.protocol import DesiredTask
-from ps_runtime.agent.taskfiles import CLUSTER_FILE, STATUS_FILE, write_tls
+from ps_runtime.agent.taskfiles import CLUSTER_FILE, STATUS_FILE, open_outputs, write_tls
 
 # Run by path in isolated mode (-I): it needs only the standard library, and whatever
 # the task's PYTHONPATH says is for the task.
@@ -42,6 +45,7 @@ def prepare(
     *,
     code: CodeCache | None,
     live_jobs: Collection[int],
+    env_dir: Path | None = None,
 ) -> Prepared:
     """Everything on disk the task needs, and its environment.
 
@@ -57,7 +61,8 @@ def prepare(
         os.environ,
         task.env,
         home=sandbox.SCRATCH if box else os.environ.get("HOME", str(task_dir)),
-        pythonpath=isolation.pythonpath,
+        # A job's environment finds the runtime through its `.pth`, after its own packages.
+        pythonpath=isolation.pythonpath if env_dir is None else (),
         gpu_indices=task.gpu_indices,
         pass_agent_tls=box is None,
     )
@@ -84,6 +89,7 @@ def prepare(
         code_dir=Path(code_dir) if code_dir else None,
         checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
         gpu_indices=task.gpu_indices,
+        env_dir=env_dir,
     )
     return Prepared(env, identity, mounts)
 
@@ -102,3 +108,59 @@ def command(
         wrap += ["--as", f"{prepared.identity[0]}:{prepared.identity[1]}"]
     python = isolation.python or sys.executable
     return [python, *WRAPPER, *wrap, "--", *inner]
+
+
+def spawn(
+    task: DesiredTask,
+    isolation: Isolation,
+    prepared: Prepared,
+    task_dir: Path,
+    argv: Sequence[str],
+    cpus: Sequence[int],
+    pids_max: int | None,
+) -> tuple[subprocess.Popen[bytes], cgroups.TaskCgroup | None]:
+    """Start the prepared task in its own session and cgroup, its output to its files.
+
+    Raises:
+        OSError, subprocess.SubprocessError: it could not start (its cgroup is removed).
+    """
+    cgroup: cgroups.TaskCgroup | None = None
+    cgroup_fds: list[int] = []
+    out_fds: dict[str, int] = {}
+    env = dict(prepared.env)
+    try:
+        if isolation.hierarchy is not None:
+            # GPU device files are numbered like nvidia-smi's indices (PCI order).
+            cgroup = cgroups.create(
+                isolation.hierarchy,
+                f"task-{task.id}-{task.attempt}",
+                task.memory_mb,
+                task.cpu,
+                deny_gpus=[g for g in cgroups.nvidia_devices() if g not in set(task.gpu_indices)],
+                pids_max=pids_max,
+            )
+            cgroup_fds = cgroup.open_procs()
+        # RLIMIT_AS only where no cgroup bounds memory: it limits address space, not
+        # resident memory, and breaks CUDA start-up.
+        as_limit = None if cgroup is not None else limits.address_space_limit(task.memory_mb)
+        out_fds.update(open_outputs(task_dir))
+        taskenv.METRICS_FD.put(env, out_fds["metrics"])
+        proc = subprocess.Popen(
+            command(isolation, prepared, task_dir, argv),
+            env=env,
+            cwd=task_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=out_fds["stdout"],
+            stderr=out_fds["stderr"],
+            pass_fds=(out_fds["metrics"],),
+            start_new_session=True,
+            preexec_fn=limits.make_preexec(list(cpus), as_limit, cgroup_fds=cgroup_fds),
+        )
+    except BaseException:
+        if cgroup is not None:
+            cgroups.remove(cgroup)
+        raise
+    finally:
+        for fd in (*out_fds.values(), *cgroup_fds):
+            os.close(fd)  # the child holds its own copies
+    return proc, cgroup

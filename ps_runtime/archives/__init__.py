@@ -17,7 +17,7 @@ The bounds are in `limits`, the checks in `scanning` (reading members through `t
 from __future__ import annotations
 
 from .digests import DIGEST_PREFIX, TooLarge, copy_hashing, is_digest, sha256_file
-from .extraction import extract, make_writable
+from .extraction import extract, make_writable, read_member
 from .members import UnsafeArchive
 from .scanning import scan
 
@@ -29,6 +29,7 @@ __all__ = [
     "extract",
     "is_digest",
     "make_writable",
+    "read_member",
     "scan",
     "sha256_file",
 ]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO
 
 from .limits import CHUNK
-from .members import ArchiveInfo, Entry, Member
+from .members import ArchiveInfo, Entry, Member, UnsafeArchive
 from .scanning import scan
 from .tars import tar_entries
 from .zips import zip_entries
@@ -51,6 +51,24 @@ def extract(path: Path, dest: Path, *, max_unpacked_bytes: int) -> ArchiveInfo:
     for d in sorted(set(dirs), key=lambda p: len(p.parts), reverse=True):
         os.chmod(d, 0o555)
     return info
+
+
+def read_member(path: Path, name: str, *, max_unpacked_bytes: int, max_bytes: int) -> bytes | None:
+    """The contents of the file `name` (a top-level `requirements.txt`, say) of a scanned
+    archive, without unpacking it; None when there is no such file.
+
+    Raises:
+        UnsafeArchive: the archive breaks the rules, or the file is over `max_bytes`.
+    """
+    info = scan(path, max_unpacked_bytes=max_unpacked_bytes)
+    with _open(path, info.format, max_unpacked_bytes) as archive:
+        for member, data in archive:
+            if member.name == name and member.kind == "file" and data is not None:
+                content = data.read(max_bytes + 1)
+                if len(content) > max_bytes:
+                    raise UnsafeArchive(f"{name} is larger than {max_bytes} bytes")
+                return content
+    return None
 
 
 def make_writable(root: Path) -> None:

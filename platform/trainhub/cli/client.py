@@ -200,6 +200,10 @@ def describe(args: argparse.Namespace) -> None:
             else ""
         )
     )
+    if spec.environment is not None:
+        env = spec.environment
+        python = f", Python {env.python}" if env.python else ""
+        print(f"  packages:   {' '.join(env.requirements) or 'none'}{python}")
     if job["tasks"]:
         print("\nTasks:")
         print_table(
@@ -218,6 +222,9 @@ def describe(args: argparse.Namespace) -> None:
                 for t in job["tasks"]
             ],
         )
+        for t in job["tasks"]:
+            if t["state"] == "preparing" and t["message"]:
+                print(f"  {t['role']}-{t['index']}: {t['message']}")
     print("\nEvents:")
     print_table(
         ["TIME", "EVENT", "REASON", "BY"],

@@ -12,6 +12,8 @@ from trainhub.tenancy.choices import Priority as Priority
 class JobState(models.TextChoices):
     PENDING = "pending", "Pending"
     STARTING = "starting", "Starting"
+    # A node is building the job's Python environment before its tasks start.
+    PREPARING = "preparing", "Preparing"
     RUNNING = "running", "Running"
     PREEMPTED = "preempted", "Preempted"
     RESTARTING = "restarting", "Restarting"
@@ -23,11 +25,24 @@ class JobState(models.TextChoices):
 JOB_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 JOB_ACTIVE = frozenset(set(JobState) - JOB_TERMINAL)
 # States in which the job holds tasks on nodes.
-JOB_PLACED = frozenset({JobState.STARTING, JobState.RUNNING, JobState.RESTARTING})
+JOB_PLACED = frozenset(
+    {JobState.STARTING, JobState.PREPARING, JobState.RUNNING, JobState.RESTARTING}
+)
 
 JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.PENDING: frozenset({JobState.STARTING, JobState.CANCELLED, JobState.FAILED}),
     JobState.STARTING: frozenset(
+        {
+            JobState.PREPARING,
+            JobState.RUNNING,
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.RESTARTING,
+            JobState.CANCELLED,
+            JobState.PREEMPTED,
+        }
+    ),
+    JobState.PREPARING: frozenset(
         {
             JobState.RUNNING,
             JobState.SUCCEEDED,
@@ -75,6 +90,7 @@ class TaskRole(models.TextChoices):
 
 class TaskState(models.TextChoices):
     ASSIGNED = "assigned", "Assigned"  # placed on a node, process not yet reported
+    PREPARING = "preparing", "Preparing"  # its node is building the job's environment
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
@@ -82,7 +98,7 @@ class TaskState(models.TextChoices):
 
 
 TASK_TERMINAL = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.STOPPED})
-TASK_ACTIVE = frozenset({TaskState.ASSIGNED, TaskState.RUNNING})
+TASK_ACTIVE = frozenset({TaskState.ASSIGNED, TaskState.PREPARING, TaskState.RUNNING})
 
 
 class DesiredState(models.TextChoices):

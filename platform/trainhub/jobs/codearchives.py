@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from ps_runtime import archives
-from ps_runtime.archives import DIGEST_PREFIX, UnsafeArchive, is_digest, scan
+from ps_runtime.archives import DIGEST_PREFIX, UnsafeArchive, is_digest, read_member, scan
 from trainhub.tenancy.models import Team
 
 from .models import CodeArchive, CodeUpload
@@ -95,3 +95,21 @@ def _copy_hashing(data: IO[bytes], target: Path, limit: int) -> tuple[str, int]:
 def usable_by(digest: str, user: Any) -> bool:
     """An archive a team of `user` uploaded (platform admins: any stored archive)."""
     return CodeArchive.objects.visible_to(user).filter(digest=digest).exists()
+
+
+REQUIREMENTS_FILE = "requirements.txt"
+
+
+def archive_requirements(digest: str) -> str | None:
+    """The text of the archive's top-level `requirements.txt` (at most 64 KiB), or None.
+
+    Raises:
+        UnsafeArchive: the file is larger, or the stored archive no longer scans.
+    """
+    content = read_member(
+        code_path(digest),
+        REQUIREMENTS_FILE,
+        max_unpacked_bytes=EXPANSION_FACTOR * max_bytes(),
+        max_bytes=64 * 1024,
+    )
+    return None if content is None else content.decode("utf-8", "replace")

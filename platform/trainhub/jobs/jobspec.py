@@ -69,6 +69,25 @@ class CoordinatorSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class EnvironmentSpec:
+    """The job's own Python packages, which each node builds once with uv and shares
+    read-only between the jobs that ask for the same (docs/design.md "Job environments").
+    `python` empty: the nodes' own; `timeout_seconds` ends a build that hangs."""
+
+    requirements: tuple[str, ...] = ()
+    python: str = ""
+    timeout_seconds: int = 900
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EnvironmentSpec:
+        return cls(
+            requirements=tuple(str(r) for r in data.get("requirements") or ()),
+            python=str(data.get("python") or ""),
+            timeout_seconds=int(data.get("timeout_seconds", 900)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """A validated job spec (DESIGN.md §2). Build it with `JobSpecSerializer` or
     `from_dict` (for a spec that was validated when it was stored)."""
@@ -87,6 +106,8 @@ class JobSpec:
     # An uploaded code archive ("sha256:<hex>", POST /api/v1/code/) put first on the
     # Python path of the job's coordinator and workers; None: the entrypoint is installed.
     code: str | None = None
+    # The job's own Python environment; None: the runtime's packages only.
+    environment: EnvironmentSpec | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
@@ -120,6 +141,9 @@ class JobSpec:
             checkpoint_every_seconds=int(data.get("checkpoint_every_seconds", 300)),
             max_restarts=int(data.get("max_restarts", 3)),
             code=str(data["code"]) if data.get("code") else None,
+            environment=(
+                EnvironmentSpec.from_dict(data["environment"]) if data.get("environment") else None
+            ),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,4 +159,8 @@ class JobSpec:
             del data["workers"]["resources"]["gpu_model"]
         if self.code is None:
             del data["code"]  # specs without code read as they always did
+        if self.environment is None:
+            del data["environment"]
+        else:
+            data["environment"]["requirements"] = list(self.environment.requirements)
         return data

@@ -12,7 +12,7 @@ from django.db.models import Q
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Team
 
-from .choices import DesiredState, JobState, Priority, TaskRole, TaskState
+from .choices import TASK_ACTIVE, DesiredState, JobState, Priority, TaskRole, TaskState
 from .jobspec import JobSpec
 
 
@@ -107,7 +107,7 @@ class Task(models.Model):
             # hundred rows among every task that ever ran: read them without a full scan.
             models.Index(
                 fields=["node", "job"],
-                condition=Q(state__in=[TaskState.ASSIGNED, TaskState.RUNNING]),  # TASK_ACTIVE
+                condition=Q(state__in=sorted(TASK_ACTIVE)),
                 name="jobs_task_active",
             )
         ]

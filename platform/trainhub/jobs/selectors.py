@@ -17,6 +17,7 @@ from ps_runtime.agent.protocol import (
     DEFAULT_STOP_GRACE_SECONDS,
     DesiredTask,
     DesiredTasks,
+    JobEnvironment,
     TaskTLS,
 )
 from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
@@ -24,6 +25,7 @@ from trainhub.nodes.models import Node
 from trainhub.tenancy.resources import Resources
 
 from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
+from .jobspec import EnvironmentSpec
 from .models import Job, JobEvent, Task
 from .services.tls import node_material
 
@@ -121,7 +123,14 @@ def _desired_task(task: Task, cluster: ClusterSpec, tls: TaskTLS | None) -> Desi
             settings.PREEMPTION_GRACE_SECONDS if task.role == TaskRole.COORDINATOR else None
         ),
         tls=tls,
+        environment=_job_environment(task.job.job_spec.environment),
     )
+
+
+def _job_environment(spec: EnvironmentSpec | None) -> JobEnvironment | None:
+    if spec is None:
+        return None
+    return JobEnvironment(spec.requirements, spec.python, float(spec.timeout_seconds))
 
 
 # What the dashboard and the node pages read (one query each, whatever the cluster's size).

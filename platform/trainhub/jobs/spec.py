@@ -16,32 +16,18 @@ from rest_framework import serializers
 from ps_runtime.archives import is_digest
 from ps_runtime.shards.replicas import MAX_REPLICATION
 from trainhub.nodes.models import Node
-from trainhub.strictjson import JsonTypedSerializer
+from trainhub.strictjson import StrictSerializer
 from trainhub.tenancy.models import Quota, Team
 from trainhub.tenancy.selectors import can_submit, role_in
 
 from .choices import Priority
 from .codearchives import usable_by
 from .jobspec import JobSpec
+from .specenv import EnvironmentSerializer, add_archive_requirements
 from .usage import job_request
 
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class StrictSerializer(JsonTypedSerializer):
-    """Rejects fields it does not know, so a typo is an error instead of a silent default."""
-
-    refuses_unknown_fields = True  # the API schema says so: `additionalProperties: false`
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: [f"Unknown field '{name}'."] for name in unknown}
-                )
-        return super().to_internal_value(data)
 
 
 class ResourcesSerializer(StrictSerializer):
@@ -166,6 +152,7 @@ class JobSpecSerializer(StrictSerializer):
     checkpoint_every_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=300)
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, default=3)
     code = serializers.CharField(max_length=71, required=False, allow_null=True, default=None)
+    environment = EnvironmentSerializer(required=False, allow_null=True, default=None)
 
     def validate_code(self, value: str | None) -> str | None:
         if not value:
@@ -205,6 +192,7 @@ class JobSpecSerializer(StrictSerializer):
             attrs[section]["resources"] = dict(
                 attrs[section].get("resources") or _defaults(resources_class)
             )
+        add_archive_requirements(attrs)
         spec = JobSpec.from_dict(attrs)
         _check_fits_some_node(spec)
         _check_fits_team_quota(spec)

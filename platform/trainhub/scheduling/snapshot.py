@@ -32,6 +32,7 @@ from .models import Reservation
 _POLICY_STATE = {
     JobState.PENDING: policy.PENDING,
     JobState.STARTING: policy.RUNNING,
+    JobState.PREPARING: policy.RUNNING,
     JobState.RUNNING: policy.RUNNING,
     JobState.RESTARTING: policy.RUNNING,
     JobState.PREEMPTED: policy.STOPPING,

@@ -37,7 +37,7 @@ CLAIM_TTL_SECONDS = 30.0
 # A job the cycle itself placed (starting), or whose tasks all came up (running), holds
 # what the cycle already counted: those changes call for no new cycle. Every other one
 # does: a finished or cancelled job frees room and quota, a requeued one waits again.
-_PLACED_BY_THE_CYCLE = frozenset({JobState.STARTING, JobState.RUNNING})
+_PLACED_BY_THE_CYCLE = frozenset({JobState.STARTING, JobState.PREPARING, JobState.RUNNING})
 
 
 def wants_cycle(event: Event) -> bool:

@@ -20,7 +20,7 @@ from trainhub.jobs.models import Job
 from trainhub.jobs.services import advance_preemption, preempt_job
 
 # States in which a job has (or is about to have) tasks on a node.
-_HOLDING = (JobState.STARTING, JobState.RUNNING, JobState.RESTARTING)
+_HOLDING = (JobState.STARTING, JobState.PREPARING, JobState.RUNNING, JobState.RESTARTING)
 # Beyond the coordinators' grace: time for the shards and workers to stop and report.
 STOP_SLACK_SECONDS = 20.0
 REASON = "TrainHub standalone is stopping; the job resumes from its checkpoint at its next start"

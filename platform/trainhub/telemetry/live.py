@@ -62,6 +62,7 @@ def _task(event: TaskStateChanged) -> dict[str, Any]:
         "role": event.role,
         "index": event.index,
         "state": event.state,
+        "message": event.message,
     }
 
 

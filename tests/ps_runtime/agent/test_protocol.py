@@ -300,7 +300,11 @@ NAN, INF = float("nan"), float("inf")
         (_status(id="31"), "id", "an integer"),
         (_status(id=31.0), "id", "an integer"),
         (_status(attempt=True), "attempt", "an integer"),
-        (_status(state="exploded"), "state", "one of 'running', 'succeeded', 'failed', 'stopped'"),
+        (
+            _status(state="exploded"),
+            "state",
+            "one of 'preparing', 'running', 'succeeded', 'failed', 'stopped'",
+        ),
         (_status(state=None), "state", "is required"),
         (_status(exit_code=1.5), "exit_code", "an integer"),
         (_status(exit_code=False), "exit_code", "an integer"),

@@ -22,7 +22,7 @@ export class TaskTable {
   update(msg) {
     this.latest.set(msg.task, msg);
     const row = this.row(msg.task);
-    if (row) this.setBadge(row, msg.state);
+    if (row) this.setBadge(row, msg.state, msg.message);
     else this.addRow(msg);
     this.refresh();
   }
@@ -36,13 +36,21 @@ export class TaskTable {
     return this.table?.querySelector(`tr[data-task-id="${taskId}"]`) ?? null;
   }
 
-  setBadge(row, state) {
+  /** The state's badge, and under it a preparing task's progress (its environment's build). */
+  setBadge(row, state, message = "") {
     const cell = row.querySelector(".task-state");
     if (!cell) return;
     const badge = document.createElement("span");
     badge.className = stateClass(state);
     badge.textContent = state;
-    cell.replaceChildren(badge);
+    const parts = [badge];
+    if (state === "preparing" && message) {
+      const note = document.createElement("div");
+      note.className = "task-note muted";
+      note.textContent = message;
+      parts.push(note);
+    }
+    cell.replaceChildren(...parts);
   }
 
   // A stand-in row until the fragment brings the node and resources.
@@ -55,13 +63,13 @@ export class TaskTable {
     for (let i = 0; i < COLUMNS; i += 1) row.insertCell().textContent = "—";
     row.cells[0].textContent = taskSource(msg) || `task ${msg.task}`;
     row.cells[2].className = "task-state";
-    this.setBadge(row, msg.state);
+    this.setBadge(row, msg.state, msg.message);
   }
 
   reapply() {
     for (const msg of this.latest.values()) {
       const row = this.row(msg.task);
-      if (row) this.setBadge(row, msg.state);
+      if (row) this.setBadge(row, msg.state, msg.message);
     }
   }
 }

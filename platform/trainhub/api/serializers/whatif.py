@@ -6,9 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from trainhub.jobs.spec import StrictSerializer
 from trainhub.scheduling.policy import POLICIES
 from trainhub.scheduling.whatif import MAX_JOBS, QuotaChange, Scenario
+from trainhub.strictjson import StrictSerializer
 from trainhub.tenancy.resources import MAX_CPU, MAX_GPU, MAX_MEMORY_MB
 
 

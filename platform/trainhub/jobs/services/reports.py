@@ -9,7 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from ps_runtime.taskenv import EXIT_PS_LOST
+from ps_runtime.taskenv import EXIT_ENVIRONMENT, EXIT_PS_LOST
 
 from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
 from ..models import Job, Task
@@ -17,7 +17,8 @@ from .placement import new_attempt
 from .preemption import advance_preemption, record_coordinator_stopped
 from .transitions import notify_nodes, publish_task_state, record_event, transition_job
 
-# The coordinator's exit code for "a parameter server was lost" (docs/protocol.md §2).
+# Tasks with no process yet: placed, or waiting for their environment.
+_UNSTARTED = (TaskState.ASSIGNED, TaskState.PREPARING)
 
 
 @transaction.atomic
@@ -39,7 +40,7 @@ def record_task_status(
     """
     task = (
         Task.objects.select_for_update()
-        .select_related("job")
+        .select_related("job", "node")
         .filter(pk=task_id, node_id=node_id, attempt=attempt)
         .first()
     )
@@ -47,9 +48,12 @@ def record_task_status(
         return
     if state == TaskState.RUNNING and task.state == TaskState.RUNNING:
         return  # a status sent again after a reconnection: already applied
+    if state == TaskState.PREPARING:
+        _preparing(task, message, actor=f"node {node_id}", now=now)
+        return
     updates: dict[str, Any] = {"state": state}
     if state == TaskState.RUNNING:
-        updates["started_at"] = now
+        updates.update(started_at=now, message="")  # not the environment's progress
     else:
         updates.update(finished_at=now, exit_code=exit_code, message=message[:2000])
     Task.objects.filter(pk=task.pk).update(**updates)
@@ -59,6 +63,25 @@ def record_task_status(
         _running(task.job, actor=actor, now=now)
     else:
         _ended(task, state, exit_code, message, actor=actor, now=now)
+
+
+def _preparing(task: Task, message: str, *, actor: str, now: datetime) -> None:
+    """The node builds the job's environment; the task's message says how far. The job
+    shows `preparing` from the first such report until its tasks run."""
+    if task.state == TaskState.RUNNING:
+        return  # a late progress report
+    Task.objects.filter(pk=task.pk).update(state=TaskState.PREPARING, message=message[:2000])
+    publish_task_state(task, TaskState.PREPARING, message[:500])
+    job = task.job
+    if job.state == JobState.STARTING:
+        node = task.node.hostname if task.node else "its node"
+        transition_job(
+            job,
+            JobState.PREPARING,
+            reason=f"building the job's Python environment on {node}",
+            actor=actor,
+            now=now,
+        )
 
 
 def _running(job: Job, *, actor: str, now: datetime) -> None:
@@ -92,6 +115,11 @@ def _ended(
         transition_job(
             job, JobState.SUCCEEDED, reason="coordinator exited with code 0", actor=actor, now=now
         )
+        return
+    if exit_code == EXIT_ENVIRONMENT:
+        # The same packages fail the same way on any node: no restart is spent on it.
+        detail = f"{task.role} {task.index} could not start: {message}"
+        transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
         return
     what = f"{task.role} {task.index} exited with code {exit_code}"
     detail = f"{what}: {message}" if message else what
@@ -180,7 +208,7 @@ def nodes_with_unstarted_stops(node_ids: list[int]) -> set[int]:
     `settle_unstarted_tasks` would look at)."""
     return set(
         Task.objects.filter(
-            node_id__in=node_ids, state=TaskState.ASSIGNED, desired=DesiredState.STOP
+            node_id__in=node_ids, state__in=_UNSTARTED, desired=DesiredState.STOP
         ).values_list("node_id", flat=True)
     )
 
@@ -195,7 +223,7 @@ def settle_unstarted_tasks(*, node_id: int, live: set[tuple[Any, Any]], now: dat
         unstarted = [
             t
             for t in Task.objects.select_for_update()
-            .filter(node_id=node_id, state=TaskState.ASSIGNED, desired=DesiredState.STOP)
+            .filter(node_id=node_id, state__in=_UNSTARTED, desired=DesiredState.STOP)
             .select_related("job")
             if (t.pk, t.attempt) not in live
         ]

@@ -129,8 +129,9 @@ def notify_nodes(node_ids: Iterable[int | None]) -> None:
         publish(NodeTasksChanged(node_ids=ids))
 
 
-def publish_task_state(task: Task, state: str) -> None:
-    """Tell listeners that a task of a job is now in `state` (ended: its node has room)."""
+def publish_task_state(task: Task, state: str, message: str = "") -> None:
+    """Tell listeners that a task of a job is now in `state` (ended: its node has room);
+    `message`: a preparing task's progress."""
     publish(
         TaskStateChanged(
             job_id=task.job_id,
@@ -139,5 +140,6 @@ def publish_task_state(task: Task, state: str) -> None:
             index=task.index,
             state=state,
             ended=state in TASK_TERMINAL,
+            message=message,
         )
     )
