@@ -265,7 +265,19 @@ def run_job(
     """One job through `python -m ps_runtime.launch`; the coordinator's result."""
     cmd = [sys.executable, "-m", "ps_runtime.launch", "--ps", str(ps), "--workers", str(workers)]
     out = run_process([*cmd, entry, "--", *cli_args(kwargs)], f"the job {entry}", timeout)
-    return result_line(out, entry)
+    result = result_line(out, entry)
+    result["_reports"] = reports(out)
+    return result
+
+
+def reports(stdout: str) -> list[dict[str, Any]]:
+    """The values of every metric line (`ps_runtime.report`) the coordinator printed."""
+    found = []
+    for line in stdout.splitlines():
+        prefix, _, payload = line.partition("] ")
+        if prefix.startswith("[coordinator") and payload.startswith('{"step"'):
+            found.append({"step": json.loads(payload)["step"], **json.loads(payload)["values"]})
+    return found
 
 
 def run_local(
