@@ -17,7 +17,7 @@ from trainhub.jobs.services import (
     settle_unstarted_tasks,
 )
 
-from ps_runtime.taskenv import EXIT_PS_LOST, PS_REJOIN
+from ps_runtime.taskenv import EXIT_ENVIRONMENT, EXIT_PS_LOST, PS_REJOIN
 
 from ..event_capture import Capture
 from ..factories import gang_placements, make_job
@@ -243,3 +243,47 @@ def test_tasks_stopped_before_they_started_are_settled_by_the_heartbeat(
         coordinator.pk
     ]
     assert settle_unstarted_tasks(node_id=world.node.pk, live=live, now=timezone.now()) == 0
+
+
+def test_a_task_whose_environment_builds_shows_preparing_with_its_progress(
+    world: World, published: Capture
+) -> None:
+    job = _placed(world)
+    worker = job.tasks.get(role=TaskRole.WORKER)
+    with published() as events:
+        _report(worker, TaskState.PREPARING, message="building the environment: Resolved 10")
+        _report(worker, TaskState.PREPARING, message="building the environment: Prepared 10")
+    assert _state(job) == JobState.PREPARING
+    worker.refresh_from_db()
+    assert worker.state == TaskState.PREPARING
+    assert worker.message == "building the environment: Prepared 10"
+    progress = [e.message for e in events if isinstance(e, TaskStateChanged)]
+    assert progress == [
+        "building the environment: Resolved 10",
+        "building the environment: Prepared 10",
+    ]
+    assert [e.state for e in events if isinstance(e, JobStateChanged)] == [JobState.PREPARING]
+    _run_all(job)
+    assert _state(job) == JobState.RUNNING
+    worker.refresh_from_db()
+    assert worker.message == ""  # no longer the build's progress
+
+
+def test_an_environment_that_cannot_be_built_fails_the_job_without_a_restart(
+    world: World,
+) -> None:
+    job = _placed(world, max_restarts=3)
+    worker = job.tasks.get(role=TaskRole.WORKER)
+    _report(worker, TaskState.PREPARING, message="building")
+    reason = "the environment could not be built: requirement 'torch==9.9': no version"
+    _report(worker, TaskState.FAILED, EXIT_ENVIRONMENT, message=reason)
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.restarts == 0
+    assert job.message == f"worker 0 could not start: {reason}"
+    # A worker failing otherwise is relaunched (a restart spent), as before.
+    other = _placed(world, max_restarts=3)
+    worker = other.tasks.get(role=TaskRole.WORKER)
+    _run_all(other)
+    _report(worker, TaskState.FAILED, 1, message="exited with code 1")
+    other.refresh_from_db()
+    assert other.state == JobState.RUNNING and other.restarts == 1
