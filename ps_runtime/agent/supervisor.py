@@ -25,12 +25,11 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ps_runtime import taskenv
-from ps_runtime.agent import cgroups, limits, protocol, sandbox, taskdirs, tasklaunch, tasktable
+from ps_runtime.agent import cgroups, limits, protocol, taskdirs, tasklaunch, tasktable
 from ps_runtime.agent.codecache import CodeCache
 from ps_runtime.agent.environments import EnvironmentCache
 from ps_runtime.agent.fields import ProtocolError
@@ -51,9 +50,9 @@ from ps_runtime.agent.taskfiles import (
     TABLE_FILE,
     TaskProcess,
     outcome,
-    scratch_full,
     tail_output,
     touch_stop_file,
+    update_cluster_file,
 )
 
 logger = logging.getLogger(__name__)
@@ -298,20 +297,9 @@ class Supervisor:
         or removed); the coordinator watches it. True if it was rewritten."""
         with self._lock:
             tp = self._live.get(task.key)
-        cluster = task.env.get(taskenv.CLUSTER.name, "")
-        if tp is None or tp.cluster_file is None or cluster == tp.cluster:
+        if tp is None:
             return False
-        try:
-            taskdirs.write_run_file(tp.cluster_file.parent, tp.cluster_file.name, cluster)
-        except OSError as exc:
-            # A task an agent before the sandbox started (adopted after an upgrade) has no
-            # agent-owned run/ directory; its own directory is not written by name.
-            logger.warning("task %s: cannot update its cluster file: %s", task.id, exc)
-            tp.cluster = cluster
-            return False
-        tp.cluster = cluster
-        logger.info("task %s: cluster changed to %s", task.id, cluster)
-        return True
+        return update_cluster_file(tp, task.env.get(taskenv.CLUSTER.name, ""))
 
     def update_stop_grace(self, task: DesiredTask) -> None:
         """Remember the stop grace of a live task's latest desired entry: when the task is
@@ -393,14 +381,7 @@ class Supervisor:
             reader.join()
         if tp.cgroup is not None:
             cgroups.remove(tp.cgroup)
-        status = outcome(tp, wrapper_code, stopped=stopped)
-        box = self.isolation.box
-        if status.state == ReportedState.FAILED and box is not None and scratch_full(tp.task_dir):
-            note = (
-                f"; its scratch space ({box.scratch // sandbox.MIB} MiB: HOME, /tmp and the "
-                f"working directory) was full (agent setting {sandbox.SCRATCH_MB_ENV})"
-            )
-            status = replace(status, message=status.message + note)
+        status = outcome(tp, wrapper_code, stopped=stopped, box=self.isolation.box)
         key = tp.key
         logger.info("task %s attempt %s %s: %s", key.id, key.attempt, status.state, status.message)
         self._outbox.add_status(status)

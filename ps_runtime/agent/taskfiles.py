@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ps_runtime import taskenv
-from ps_runtime.agent import cgroups, protocol, taskdirs, tasktable, taskwrap
+from ps_runtime.agent import cgroups, protocol, sandbox, taskdirs, tasktable, taskwrap
 from ps_runtime.agent.fields import ProtocolError, as_number, as_str, as_time
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
@@ -167,9 +167,16 @@ def open_outputs(task_dir: Path) -> dict[str, int]:
     return fds
 
 
-def outcome(tp: TaskProcess, wrapper_code: int | None, *, stopped: bool) -> TaskStatus:
+def outcome(
+    tp: TaskProcess,
+    wrapper_code: int | None,
+    *,
+    stopped: bool,
+    box: sandbox.Sandbox | None = None,
+) -> TaskStatus:
     """The final status of an ended task: the exit status its wrapper recorded, else the
-    wrapper's own, else "lost"; STOPPED when the agent had asked it to stop."""
+    wrapper's own, else "lost"; STOPPED when the agent had asked it to stop. A failure of a
+    sandboxed task whose scratch was full says so."""
     returncode = taskwrap.read_status(str(tp.task_dir / STATUS_FILE))
     if returncode is None:
         returncode = wrapper_code
@@ -184,7 +191,30 @@ def outcome(tp: TaskProcess, wrapper_code: int | None, *, stopped: bool) -> Task
         state = ReportedState.SUCCEEDED
     else:
         state = ReportedState.FAILED
+    if state == ReportedState.FAILED and box is not None and scratch_full(tp.task_dir):
+        message += (
+            f"; its scratch space ({box.scratch // sandbox.MIB} MiB: HOME, /tmp and the "
+            f"working directory) was full (agent setting {sandbox.SCRATCH_MB_ENV})"
+        )
     return TaskStatus(tp.key, state, exit_code, message)
+
+
+def update_cluster_file(tp: TaskProcess, cluster: str) -> bool:
+    """Rewrite a live task's cluster file if the job's cluster changed (workers added or
+    removed); the coordinator watches it. True if it was rewritten."""
+    if tp.cluster_file is None or cluster == tp.cluster:
+        return False
+    try:
+        taskdirs.write_run_file(tp.cluster_file.parent, tp.cluster_file.name, cluster)
+    except OSError as exc:
+        # A task an agent before the sandbox started (adopted after an upgrade) has no
+        # agent-owned run/ directory; its own directory is not written by name.
+        logger.warning("task %s: cannot update its cluster file: %s", tp.task.id, exc)
+        tp.cluster = cluster
+        return False
+    tp.cluster = cluster
+    logger.info("task %s: cluster changed to %s", tp.task.id, cluster)
+    return True
 
 
 def parse_metric_line(line: str) -> tuple[MetricPoint | None, list[str]]:
