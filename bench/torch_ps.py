@@ -8,7 +8,8 @@ default ../shared/datasets/ml-100k), 1 PS + 2 workers + the coordinator as separ
 processes (`python -m ps_runtime.launch`, as bench/movielens.py runs the numpy MF),
 alternating with TensorFlow's `mf` workload (../shared/baselines/tf_ps/bench.py, run by
 `--tf-python`, a TensorFlow CPU 2.21 interpreter in a virtualenv of its own): ours, TF,
-ours, TF, ... `--runs` times each, so both see the same load. The example gets TF's
+ours, TF, ... `--runs` times each, so both see the same load (`--vary-seed`: our
+run i trains with seed i, independent draws like TF's unseeded shuffles). The example gets TF's
 workload (20 epochs, dim 32, batch 1024, Adagrad lr 0.03 on the PS, λ = λ_b = 0.05,
 init N(0, 0.01²)) through whichever of its keyword arguments exist; the output lists
 each setting as passed, left at an equal default, or not matched. Throughput on both
@@ -32,6 +33,7 @@ import argparse
 import datetime as dt
 import importlib
 import inspect
+import itertools
 import json
 import os
 import signal
@@ -91,9 +93,12 @@ QUICK_MF_EPOCHS = 3
 # these each that its signature has.
 QUICK_DLRM: dict[str, tuple[Any, tuple[str, ...]]] = {
     "epochs": (1, ("epochs",)),
-    "steps": (60, ("steps", "train_steps", "max_steps")),
-    "num_examples": (100_000, ("num_examples", "train_examples", "examples")),
+    "examples": (40_000, ("examples", "num_examples", "train_examples")),
 }
+# The job's train_loss reports time its steady state (startup and evaluations left out):
+# this often, and windows before this fraction of the steps are warm-up.
+DLRM_REPORT_EVERY = {False: 50, True: 25}
+WARMUP_FRACTION = 0.1
 
 
 def log(message: str) -> None:
@@ -276,7 +281,10 @@ def reports(stdout: str) -> list[dict[str, Any]]:
     for line in stdout.splitlines():
         prefix, _, payload = line.partition("] ")
         if prefix.startswith("[coordinator") and payload.startswith('{"step"'):
-            found.append({"step": json.loads(payload)["step"], **json.loads(payload)["values"]})
+            line_json = json.loads(payload)
+            found.append(
+                {"step": line_json["step"], "time": line_json["time"], **line_json["values"]}
+            )
     return found
 
 
@@ -371,9 +379,12 @@ def bench_mf(args: argparse.Namespace, tf_python: str | None) -> dict[str, Any]:
     kwargs, how = match_settings(train, wanted, MF_FIXED)
     kwargs.update(accepted(train, MF_EXTRA))
     epochs = wanted["epochs"][0]
+    vary_seed = args.vary_seed and "seed" in inspect.signature(train).parameters
     pairs = []
     for i in range(args.runs):
         log(f"mf run {i + 1}/{args.runs}: ours (1 PS + {args.workers} workers)")
+        if vary_seed:  # independent runs, as TF's unseeded shuffles make its own
+            kwargs["seed"] = i
         ours = run_ours_mf(args.data, kwargs, args.ps, args.workers)
         log(f"  ours {ours['examples_per_sec']:,} examples/s, RMSE {ours['test_rmse']}")
         pair: dict[str, Any] = {"ours": ours, "load_avg": load_avg()}
@@ -390,6 +401,7 @@ def bench_mf(args: argparse.Namespace, tf_python: str | None) -> dict[str, Any]:
         "ps": args.ps,
         "workers": args.workers,
         "epochs": epochs,
+        "seeds": list(range(args.runs)) if vary_seed else "the example's default",
         "settings": how,
         "ours_metric": pairs[0]["ours"]["metric"],
         "runs": pairs,
@@ -420,9 +432,34 @@ def dlrm_local_name(module: Any) -> str:
     )
 
 
-def dlrm_summary(result: dict[str, Any]) -> dict[str, Any]:
+def steady_rate(reports: list[dict[str, Any]], batch_size: int) -> dict[str, Any] | None:
+    """Examples/s between the job's `train_loss` reports, leaving out the warm-up (the
+    first WARMUP_FRACTION of the steps: workers import torch and build their data) and
+    every window that holds an evaluation (an `epoch` report)."""
+    losses = [r for r in reports if "train_loss" in r]
+    evals = [r["step"] for r in reports if "epoch" in r]
+    if len(losses) < 2:
+        return None
+    start = WARMUP_FRACTION * losses[-1]["step"]
+    steps, seconds = 0, 0.0
+    for a, b in itertools.pairwise(losses):
+        if a["step"] < start or any(a["step"] < e <= b["step"] for e in evals):
+            continue
+        steps += b["step"] - a["step"]
+        seconds += (
+            dt.datetime.fromisoformat(b["time"]) - dt.datetime.fromisoformat(a["time"])
+        ).total_seconds()
+    if not seconds:
+        return None
+    return {"examples_per_sec": round(steps * batch_size / seconds), "steps": steps}
+
+
+def dlrm_summary(result: dict[str, Any], batch_size: int) -> dict[str, Any]:
     out: dict[str, Any] = {"examples_per_sec": round(float(result["examples_per_sec"]))}
-    for key in ("test_auc", "steps", "final_loss", "train_loss", "train_seconds"):
+    steady = steady_rate(result.get("_reports", []), batch_size)
+    if steady:
+        out["steady"] = steady
+    for key in ("test_auc", "steps", "last_train_loss", "train_seconds"):
         value = result.get(key)
         if isinstance(value, float):
             value = round(value, 4)
@@ -434,29 +471,45 @@ def dlrm_summary(result: dict[str, Any]) -> dict[str, Any]:
 def bench_dlrm(args: argparse.Namespace) -> dict[str, Any]:
     module = import_example(DLRM_MODULE)
     train = getattr(module, DLRM_TRAIN)
-    local = dlrm_local_name(module)
+    local_name = dlrm_local_name(module)
+    local = getattr(module, local_name)
     kwargs, how = match_settings(train, QUICK_DLRM) if args.quick else ({}, {})
-    # Only the settings the reference takes too, so both train the same thing.
-    kwargs = accepted(getattr(module, local), kwargs)
+    kwargs = accepted(local, kwargs)  # both train the same thing
+    job_kwargs = {**kwargs, **accepted(train, {"report_every": DLRM_REPORT_EVERY[args.quick]})}
+    params = inspect.signature(train).parameters
+    batch_size = kwargs.get("batch_size", params["batch_size"].default)
     runs: list[dict[str, Any]] = []
     for i in range(args.runs):
         log(f"dlrm run {i + 1}/{args.runs}: job (1 PS + {args.workers} workers)")
-        job = dlrm_summary(run_job(f"{DLRM_MODULE}:{DLRM_TRAIN}", kwargs, args.ps, args.workers))
-        log(f"  job {job['examples_per_sec']:,} examples/s, AUC {job.get('test_auc')}")
-        log(f"dlrm run {i + 1}/{args.runs}: one process, plain torch ({local})")
-        ref = dlrm_summary(run_local(DLRM_MODULE, local, kwargs))
-        log(f"  local {ref['examples_per_sec']:,} examples/s, AUC {ref.get('test_auc')}")
+        job_result = run_job(f"{DLRM_MODULE}:{DLRM_TRAIN}", job_kwargs, args.ps, args.workers)
+        job = dlrm_summary(job_result, batch_size)
+        log(f"  job {job}")
+        log(f"dlrm run {i + 1}/{args.runs}: one process, plain torch ({local_name})")
+        ref = dlrm_summary(run_local(DLRM_MODULE, local_name, kwargs), batch_size)
+        log(f"  local {ref}")
         runs.append({"job": job, "local": ref, "load_avg": load_avg()})
-    job_rate = statistics.median(r["job"]["examples_per_sec"] for r in runs)
+    job_steady = [r["job"]["steady"]["examples_per_sec"] for r in runs if "steady" in r["job"]]
+    job_own = statistics.median(r["job"]["examples_per_sec"] for r in runs)
     local_rate = statistics.median(r["local"]["examples_per_sec"] for r in runs)
+    steady = len(job_steady) == len(runs)
+    job_rate = statistics.median(job_steady) if steady else job_own
+    defaults = {
+        n: p.default
+        for n, p in inspect.signature(local).parameters.items()
+        if p.default is not inspect.Parameter.empty and n != "data"
+    }
     out: dict[str, Any] = {
         "entrypoint": f"{DLRM_MODULE}:{DLRM_TRAIN}",
-        "local_reference": f"{DLRM_MODULE}:{local}",
+        "local_reference": f"{DLRM_MODULE}:{local_name}",
         "ps": args.ps,
         "workers": args.workers,
-        "arguments": kwargs or "the example's defaults",
+        "arguments": {**defaults, **kwargs},
+        "job_metric": "steady state between train_loss reports (startup, evaluations out)"
+        if steady
+        else "the example's examples_per_sec (whole run)",
         "runs": runs,
         "job_examples_per_sec_median": round(job_rate),
+        "job_examples_per_sec_whole_run_median": round(job_own),
         "local_examples_per_sec_median": round(local_rate),
         "ratio": round(job_rate / local_rate, 3),
     }
@@ -486,6 +539,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", choices=("mf", "dlrm"), help="one of the two comparisons")
     parser.add_argument("--quick", action="store_true", help="smoke check: 1 short run each")
+    parser.add_argument(
+        "--vary-seed",
+        action="store_true",
+        help="mf: seed = run index (0, 1, ...) so our runs vary as TF's do; default: the "
+        "example's default seed every run",
+    )
     args = parser.parse_args(argv)
     if args.runs is None:
         args.runs = 1 if args.quick else 3
