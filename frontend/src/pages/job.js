@@ -157,7 +157,10 @@ class JobPage {
       this.stateEl.className = stateClass(msg.state);
       this.stateEl.textContent = msg.state;
     }
-    if (this.reasonEl) this.reasonEl.textContent = stateReason(msg);
+    if (this.reasonEl) {
+      const preparing = msg.state === "preparing" ? this.root.dataset.preparingNote : "";
+      this.reasonEl.textContent = stateReason(msg) || preparing || "";
+    }
     this.refreshQueue();
     if (JOB_TERMINAL.has(msg.state)) jobEnded();
   }

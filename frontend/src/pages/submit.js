@@ -1,9 +1,11 @@
 // The submit page: two tabs over one spec (a form and the YAML the CLI takes). Switching
 // tabs asks the server to turn one into the other (`/jobs/new/convert/`), so both always
 // show the same spec; the server validates either on submit. Tabs follow the WAI-ARIA tabs
-// pattern: arrow keys, Home and End move between them.
+// pattern: arrow keys, Home and End move between them. A code archive chosen in the form
+// is uploaded at once (submit/code.js).
 
 import "./base.js";
+import { setupCodeUpload } from "./submit/code.js";
 
 const form = document.getElementById("job-form");
 
@@ -27,6 +29,7 @@ if (form) {
 
   async function convert(to) {
     const body = new FormData(form);
+    body.delete("code_file"); // the archive goes to its own upload, not here
     body.set("to", to);
     const response = await fetch(form.dataset.convertUrl, {
       method: "POST",
@@ -65,6 +68,9 @@ if (form) {
     else fill(answer.fields);
     show(name);
   }
+
+  const archive = form.elements.namedItem("code_file");
+  if (archive) setupCodeUpload(form, archive);
 
   for (const tab of tabs) {
     tab.addEventListener("click", (event) => {

@@ -3,12 +3,14 @@ named by its path, e.g. `workers.min`) and the YAML document the CLI takes.
 
 Neither validates the spec: each turns what was typed into the spec document, and
 `trainhub.jobs.spec.parse_job_spec` (the API's validation) judges it; its errors, which
-name a field path, are put back beside that field (`add_spec_errors`).
+name a field path, are put back beside that field (`add_spec_errors`). The form also
+takes a code archive to upload (`CODE_FILE`, not a spec field: its digest fills `code`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +18,7 @@ import yaml
 from django import forms
 from rest_framework.exceptions import ErrorDetail
 
+from ps_runtime.agent.envspec import DEFAULT_TIMEOUT_SECONDS, requirements_from_text
 from trainhub.jobs.choices import Priority
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.specyaml import SpecYamlError, load_spec_yaml
@@ -26,6 +29,12 @@ EXAMPLE_ENTRYPOINTS = (
     "ps_runtime.examples.ctr:train",
 )
 DEFAULT_ARGS: dict[str, Any] = {"epochs": 5}
+# The form's file input for a code archive; what it uploads fills the spec's `code`.
+CODE_FILE = "code_file"
+REQUIREMENTS = "environment.requirements"
+# The spec validator's words for one bad line (trainhub.jobs.specenv), renumbered to the
+# textarea's lines when blank or comment lines were left out.
+_REQUIREMENT_LINE = re.compile(r"^requirements line (\d+) ")
 
 
 class SpecDocumentError(ValueError):
@@ -41,14 +50,16 @@ class SpecDocumentError(ValueError):
 class SpecField:
     path: str  # the field's path in the spec document, also the input's name
     label: str
-    kind: str  # "text" | "int" | "float" | "team" | "priority" | "args"
+    kind: str  # "text" | "int" | "float" | "team" | "priority" | "args" | "lines"
     help: str = ""
+    placeholder: str = ""
 
 
 @dataclass(frozen=True)
 class Section:
     legend: str
     fields: tuple[SpecField, ...]
+    uploads: tuple[str, ...] = ()  # form fields that are not spec fields, shown first
 
 
 SECTIONS = (
@@ -60,6 +71,47 @@ SECTIONS = (
             SpecField("priority", "Priority", "priority"),
             SpecField("entrypoint", "Entrypoint", "text", "module:function the coordinator runs."),
             SpecField("args", "Arguments (JSON or YAML)", "args", "Passed to the entrypoint."),
+        ),
+    ),
+    Section(
+        "Code",
+        (
+            SpecField(
+                "code",
+                "Code digest",
+                "text",
+                "Filled in by the upload above, or paste the digest of an earlier upload; "
+                "blank: the entrypoint is installed on the nodes.",
+                placeholder="sha256:…",
+            ),
+        ),
+        uploads=(CODE_FILE,),
+    ),
+    Section(
+        "Environment",
+        (
+            SpecField(
+                REQUIREMENTS,
+                "Requirements",
+                "lines",
+                "One pip requirement per line, like torch>=2.3; no options, URLs or paths "
+                "(the nodes' package index settings apply). Blank: the runtime's packages only.",
+                placeholder="torch>=2.3\npandas==2.2.*",
+            ),
+            SpecField(
+                "environment.python",
+                "Python version",
+                "text",
+                "Like 3.11; blank: the nodes' own.",
+                placeholder="3.11",
+            ),
+            SpecField(
+                "environment.timeout_seconds",
+                "Build timeout (s)",
+                "int",
+                f"How long a node may take to build it; blank: {DEFAULT_TIMEOUT_SECONDS:g}.",
+                placeholder=f"{DEFAULT_TIMEOUT_SECONDS:g}",
+            ),
         ),
     ),
     Section(
@@ -110,12 +162,14 @@ def _widget(field: SpecField, teams: Sequence[tuple[str, str]]) -> forms.Widget:
         return forms.Select(choices=teams)
     if field.kind == "priority":
         return forms.Select(choices=Priority.choices)
-    if field.kind == "args":
-        return forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "code"})
+    placeholder = {"placeholder": field.placeholder} if field.placeholder else {}
+    if field.kind in ("args", "lines"):
+        attrs = {"rows": 3, "spellcheck": "false", "class": "code", **placeholder}
+        return forms.Textarea(attrs=attrs)
     if field.kind in ("int", "float"):
         step = "1" if field.kind == "int" else "any"
-        return forms.NumberInput(attrs={"step": step, "inputmode": "decimal"})
-    attrs = {"autocomplete": "off", "spellcheck": "false"}
+        return forms.NumberInput(attrs={"step": step, "inputmode": "decimal", **placeholder})
+    attrs = {"autocomplete": "off", "spellcheck": "false", **placeholder}
     if field.path == "entrypoint":
         attrs["list"] = "entrypoint-examples"
     return forms.TextInput(attrs=attrs)
@@ -135,9 +189,21 @@ class JobSpecForm(forms.Form):
                 help_text=field.help,
                 widget=_widget(field, teams),
             )
+        self.fields[CODE_FILE] = forms.FileField(
+            label="Code archive (.tar.gz or .zip)",
+            required=False,
+            help_text="Uploaded as soon as you choose it (as POST /api/v1/code/ takes it); a "
+            "requirements.txt at its top joins the requirements below.",
+            widget=forms.FileInput(attrs={"accept": ".tar.gz,.tgz,.zip"}),
+        )
+        # The textarea's line number of each requirement `document()` kept.
+        self.requirement_lines: list[int] = []
 
     def sections(self) -> list[tuple[str, list[forms.BoundField]]]:
-        return [(s.legend, [self[f.path] for f in s.fields]) for s in SECTIONS]
+        return [
+            (s.legend, [self[name] for name in s.uploads] + [self[f.path] for f in s.fields])
+            for s in SECTIONS
+        ]
 
     def document(self) -> dict[str, Any]:
         """The spec document typed into the form (blank fields left out: their defaults).
@@ -152,8 +218,29 @@ class JobSpecForm(forms.Form):
             raw = values.get(path, "")
             if raw == "" or raw is None:
                 continue
+            if field.kind == "lines":
+                raw = self._requirements(raw)
+                if not raw:
+                    continue
             _put(document, path, _value(field, raw))
         return document
+
+    def _requirements(self, text: str) -> list[str]:
+        """The requirement lines typed, read as a requirements.txt is (comments and blank
+        lines left out), remembering where each was."""
+        kept: list[str] = []
+        self.requirement_lines = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            for requirement in requirements_from_text(line):
+                kept.append(requirement)
+                self.requirement_lines.append(number)
+        return kept
+
+    def textarea_line(self, index: int) -> int:
+        """The textarea's line number of the requirement at `index` (0-based)."""
+        if 0 <= index < len(self.requirement_lines):
+            return self.requirement_lines[index]
+        return index + 1
 
     @staticmethod
     def initial_for(document: Mapping[str, Any]) -> dict[str, str]:
@@ -165,6 +252,8 @@ class JobSpecForm(forms.Form):
                 continue
             if field.kind == "args":
                 initial[path] = _dump(value, flow=True).strip() if value else ""
+            elif field.kind == "lines" and isinstance(value, list):
+                initial[path] = "\n".join(str(line) for line in value)
             else:
                 initial[path] = str(value)
         return initial
@@ -231,12 +320,25 @@ def spec_errors(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def add_spec_errors(form: JobSpecForm, errors: Iterable[tuple[str, str]]) -> None:
-    """Put each error beside the form field it names; others go on top, with their path."""
+    """Put each error beside the form field it names; others go on top, with their path.
+    A requirement's error names the line of the textarea it is on."""
     for path, message in errors:
-        if path in form.fields:
+        if path == REQUIREMENTS:
+            form.add_error(path, _REQUIREMENT_LINE.sub(_renumber(form), message, count=1))
+        elif path.startswith(REQUIREMENTS + ".") and path.rsplit(".", 1)[1].isdigit():
+            line = form.textarea_line(int(path.rsplit(".", 1)[1]))
+            form.add_error(REQUIREMENTS, f"requirements line {line}: {message}")
+        elif path in form.fields:
             form.add_error(path, message)
         else:
             form.add_error(None, f"{path}: {message}" if path else message)
+
+
+def _renumber(form: JobSpecForm) -> Callable[[re.Match[str]], str]:
+    def renumbered(match: re.Match[str]) -> str:
+        return f"requirements line {form.textarea_line(int(match.group(1)) - 1)} "
+
+    return renumbered
 
 
 def _value(field: SpecField, raw: str) -> Any:

@@ -25,6 +25,7 @@ urlpatterns = [
     path("jobs/new/", submit.job_new, name="web-job-new"),
     path("jobs/new/preview/", submit.job_new_preview, name="web-job-new-preview"),
     path("jobs/new/convert/", submit.job_new_convert, name="web-job-new-convert"),
+    path("jobs/new/code/", submit.job_new_code, name="web-job-new-code"),
     path("jobs/compare/", compare.job_compare, name="web-job-compare"),
     path("jobs/<int:job_id>/", job_detail.job_detail, name="web-job-detail"),
     path("jobs/<int:job_id>/tasks/", job_detail.job_tasks, name="web-job-tasks"),

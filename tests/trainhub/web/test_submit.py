@@ -17,7 +17,7 @@ from trainhub.tenancy.choices import Role
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.resources import LimitResources
 from trainhub.tenancy.services import set_priority_caps
-from trainhub.web.forms import dump_yaml
+from trainhub.web.forms import FIELDS, dump_yaml
 
 from ..factories import make_job, make_node, make_team, make_user, spec
 
@@ -307,9 +307,9 @@ def test_switching_tabs_converts_one_editor_into_the_other(world: dict[str, Any]
     assert document["workers"] == {"min": 1, "max": 1, "resources": {**SMALL, "gpu": 0}}
     assert list(document)[:4] == ["name", "team", "priority", "entrypoint"]
     back = client.post("/jobs/new/convert/", {"to": "form", "spec": as_yaml}).json()["fields"]
-    assert {k: v for k, v in _form().items() if k not in ("tab", "mode")} == back | {
-        "args": "{epochs: 2, dim: 8}"
-    }
+    # Every field comes back; those left blank (code, environment) blank.
+    typed = {k: v for k, v in _form().items() if k not in ("tab", "mode")}
+    assert dict.fromkeys(FIELDS, "") | typed == back | {"args": "{epochs: 2, dim: 8}"}
     refused = client.post("/jobs/new/convert/", {"to": "form", "spec": "a: [1"}).json()
     assert refused["error"]["path"] == "spec"
 

@@ -37,6 +37,9 @@ COORDINATOR_SOURCE = f"{TaskRole.COORDINATOR}-0"
 # Longer result values (histories, lists) are cut to this many characters on the page.
 RESULT_VALUE_CHARS = 160
 
+# Beside the `preparing` badge while the job says nothing more (job.js shows it too).
+PREPARING_NOTE = "a node is building the job's Python environment (its tasks show how far)"
+
 TASKS_FRAGMENT = "web/partials/job_detail_tasks.html"
 QUEUE_FRAGMENT = "web/partials/job_detail_queue.html"
 
@@ -190,6 +193,7 @@ def page_context(request: HttpRequest, job: Job, **actions: Any) -> dict[str, An
         "checkpoint_dir": os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
         "result_rows": result_rows(coordinator_result(job)),
         "telemetry_notices": telemetry_notices(job),
+        "preparing_note": PREPARING_NOTE,
     }
 
 

@@ -2,6 +2,8 @@
 
 Both editors post the same spec document to the API's validation (`parse_job_spec`) and
 submission (`submit_job`); the preview is `scheduling.preview`, as `?dry_run=true` is.
+A code archive chosen in the form is kept as `POST /api/v1/code/` keeps it
+(`web.codeupload`): at once by `/jobs/new/code/`, or with the form when it is submitted.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -29,7 +31,9 @@ from trainhub.tenancy.choices import SUBMITTERS
 from trainhub.tenancy.models import Team
 from trainhub.tenancy.policies import is_platform_admin
 
+from ..codeupload import CodeRefused, receive_code_archive
 from ..forms import (
+    CODE_FILE,
     EXAMPLE_ENTRYPOINTS,
     FIELDS,
     JobSpecForm,
@@ -111,18 +115,37 @@ def _tab(value: str | None) -> str:
     return value if value in TABS else "form"
 
 
-def _posted(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
+def _posted(
+    request: HttpRequest, teams: list[tuple[str, str]], data: QueryDict | None = None
+) -> Editors:
     """The posted editors, as typed (nothing read yet)."""
     return Editors(
-        form=JobSpecForm(request.POST, teams=teams),
+        form=JobSpecForm(request.POST if data is None else data, teams=teams),
         yaml=YamlSpecForm(request.POST),
         tab=_tab(request.POST.get("mode") or request.POST.get("tab")),
     )
 
 
-def _read(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
-    """The posted editors; `spec` is set when the active one holds a valid spec."""
-    editors = _posted(request, teams)
+def _read(request: HttpRequest, teams: list[tuple[str, str]], *, upload: bool = False) -> Editors:
+    """The posted editors; `spec` is set when the active one holds a valid spec.
+
+    `upload`: a code archive posted with the form is kept first and its digest becomes
+    the form's `code` (shown again if the spec is refused, so it need not be chosen again);
+    a refused archive is named beside its field and refuses the submission."""
+    data: QueryDict = request.POST
+    refused = ""
+    chosen = request.FILES.get(CODE_FILE) if upload else None
+    if chosen is not None and _tab(data.get("mode") or data.get("tab")) == "form":
+        try:
+            stored = receive_code_archive(
+                chosen, team=data.get("team", ""), teams=teams, user=request.user
+            )
+        except CodeRefused as exc:
+            refused = exc.message
+        else:
+            data = data.copy()
+            data["code"] = stored.archive.digest
+    editors = _posted(request, teams, data)
     try:
         active = editors.form if editors.tab == "form" else editors.yaml
         document = active.document()
@@ -131,6 +154,8 @@ def _read(request: HttpRequest, teams: list[tuple[str, str]]) -> Editors:
         editors.refuse([(exc.path, exc.message)])
     except ValidationError as exc:
         editors.refuse(spec_errors(exc.detail))
+    if refused:
+        editors.refuse([(CODE_FILE, refused)])
     return editors
 
 
@@ -185,7 +210,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         response.status_code = 429
         response["Retry-After"] = str(wait)
         return response
-    editors = _read(request, teams)
+    editors = _read(request, teams, upload=True)
     if editors.spec is not None:
         assert isinstance(request.user, User)
         try:
@@ -234,3 +259,24 @@ def job_new_convert(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": {"path": exc.path, "message": exc.message}})
     values = JobSpecForm.initial_for(document)
     return JsonResponse({"fields": {path: values.get(path, "") for path in FIELDS}})
+
+
+@login_required
+@require_POST
+def job_new_code(request: HttpRequest) -> JsonResponse:
+    """Keep the code archive chosen on the page (`code_file`) for the form's `team`:
+    `{"digest", "size"}` (201), or `{"error": message}` with the API's status for it."""
+    teams = _teams(request.user)
+    if not teams:
+        return JsonResponse({"error": FORBIDDEN}, status=403)
+    try:
+        stored = receive_code_archive(
+            request.FILES.get(CODE_FILE),
+            team=request.POST.get("team", ""),
+            teams=teams,
+            user=request.user,
+        )
+    except CodeRefused as exc:
+        return JsonResponse({"error": exc.message}, status=exc.status)
+    archive = stored.archive
+    return JsonResponse({"digest": archive.digest, "size": archive.size}, status=201)
