@@ -44,13 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 PREPARED = REPO / ".gpu_check"
 WHEELS = PREPARED / "wheels"
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "ml-100k"
-# The runtime's dependencies, at the versions the committed stubs need (pyproject.toml).
-WHEEL_PINS = (
-    "grpcio==1.85.3",
-    "grpcio-health-checking==1.85.1",
-    "protobuf==7.36.2",
-    "websockets==17.4",
-)
+# Installed on the GPU machine's image already (KINDS.md): never downloaded for it.
+ON_DEVICE = frozenset({"torch", "numpy"})
 DEVICE_PYTHON = "3.12"  # the GPU machine's python3 (its image holds torch)
 PLATFORMS = (
     "manylinux_2_28_x86_64",
@@ -85,13 +80,32 @@ def exclude_from_git(entry: str) -> None:
             f.write(entry + "\n")
 
 
+def runtime_pins() -> list[str]:
+    """`name==version` of every runtime dependency (pyproject.toml's, its torch extra's)
+    as installed in this interpreter, less what the GPU machine has."""
+    import importlib.metadata
+    import re
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project.get("optional-dependencies", {}).get("torch", [])]
+    pins = []
+    for requirement in wanted:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)
+        if name and name[0].lower() not in ON_DEVICE:
+            pins.append(f"{name[0]}=={importlib.metadata.version(name[0])}")
+    return pins
+
+
 def prepare(data: Path) -> None:
     exclude_from_git("/.gpu_check/")
     WHEELS.mkdir(parents=True, exist_ok=True)
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     cmd += ["--python-version", DEVICE_PYTHON, "--implementation", "cp", *platforms]
-    subprocess.run([*cmd, "-d", str(WHEELS), *WHEEL_PINS], check=True)
+    pins = runtime_pins()
+    log(f"wheels for Python {DEVICE_PYTHON}: {' '.join(pins)}")
+    subprocess.run([*cmd, "-d", str(WHEELS), *pins], check=True)
     if (data / "u1.base").is_file() and (data / "u1.test").is_file():
         target = PREPARED / "ml-100k"
         target.mkdir(exist_ok=True)
