@@ -57,6 +57,12 @@ def test_runtime_wheel_installs_no_control_plane(runtime_venv: Path, tmp_path: P
     assert str(runtime_venv) in where.stdout  # the installed copy, not this checkout
 
 
+def test_runtime_wheel_brings_uv(runtime_venv: Path, tmp_path: Path) -> None:
+    """The agent builds job environments with uv: a plain dependency of the runtime."""
+    uv = _run(runtime_venv / "bin" / "uv", "--version", cwd=tmp_path)
+    assert uv.returncode == 0 and uv.stdout.startswith("uv "), uv.stderr
+
+
 def test_runtime_wheel_has_the_archive_checks(runtime_venv: Path, tmp_path: Path) -> None:
     """The agent scans code archives with `ps_runtime.archives`, a package of several
     modules: the wheel ships all of them."""
