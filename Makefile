@@ -10,10 +10,13 @@ BUNDLE := frontend/dist/trainhub/pages/job.js
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
+# The runtime's `torch` extra (ps_runtime.pytorch and its tests) with torch pinned:
+# unpinned, pip may pick a multi-GB CUDA build where the CPU wheel of this version is at hand.
 $(STAMP): pyproject.toml platform/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e . -e "./platform[dev]"
+	$(PY) -m pip install --quiet -e ".[torch]" "torch==2.13.0"
 	touch $@
 
 $(BUNDLE): frontend/package.json frontend/package-lock.json $(shell find frontend/src -type f)

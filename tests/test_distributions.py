@@ -48,7 +48,8 @@ def runtime_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_runtime_wheel_installs_no_control_plane(runtime_venv: Path, tmp_path: Path) -> None:
     python = runtime_venv / "bin" / "python"
-    for module in ("django", "celery", "channels", "trainhub"):
+    # torch comes only with the `torch` extra (docs/design.md "PyTorch on the PS").
+    for module in ("django", "celery", "channels", "trainhub", "torch"):
         probe = _run(python, "-c", f"import {module}", cwd=tmp_path)
         assert probe.returncode != 0, f"{module} is importable from the runtime alone"
         assert "ModuleNotFoundError" in probe.stderr
@@ -61,6 +62,21 @@ def test_runtime_wheel_brings_uv(runtime_venv: Path, tmp_path: Path) -> None:
     """The agent builds job environments with uv: a plain dependency of the runtime."""
     uv = _run(runtime_venv / "bin" / "uv", "--version", cwd=tmp_path)
     assert uv.returncode == 0 and uv.stdout.startswith("uv "), uv.stderr
+
+
+def test_runtime_wheel_offers_torch_as_an_extra(runtime_venv: Path, tmp_path: Path) -> None:
+    """PyTorch is the `torch` extra, installed only when asked for."""
+    probe = _run(
+        runtime_venv / "bin" / "python",
+        "-c",
+        "import importlib.metadata as m; d = m.metadata('trainhub-runtime');"
+        " print(d.get_all('Provides-Extra')); print(d.get_all('Requires-Dist'))",
+        cwd=tmp_path,
+    )
+    assert probe.returncode == 0, probe.stderr
+    extras, requires = probe.stdout.splitlines()
+    assert "'torch'" in extras
+    assert 'torch>=2.1; extra == "torch"' in requires
 
 
 def test_runtime_wheel_has_the_archive_checks(runtime_venv: Path, tmp_path: Path) -> None:
@@ -86,6 +102,8 @@ def test_runtime_wheel_has_every_runtime_package(runtime_venv: Path, tmp_path: P
         p.name for p in (ROOT / "ps_runtime").iterdir() if (p / "__init__.py").is_file()
     )
     assert {"client", "coordinator", "launch", "server", "shards", "wire"} <= set(packages)
+    # Without the torch extra, ps_runtime.pytorch ships but says what to install.
+    packages.remove("pytorch")
     probe = _run(
         runtime_venv / "bin" / "python",
         "-c",
@@ -105,6 +123,9 @@ def test_runtime_wheel_has_every_runtime_package(runtime_venv: Path, tmp_path: P
         }
 
     assert modules(ROOT / "ps_runtime") <= modules(installed)
+    adapter = _run(runtime_venv / "bin" / "python", "-c", "import ps_runtime.pytorch", cwd=tmp_path)
+    assert adapter.returncode != 0
+    assert "install trainhub-runtime[torch]" in adapter.stderr
 
 
 def test_runtime_wheel_agent_cli_works(runtime_venv: Path, tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -115,7 +115,9 @@ def encode_value(value: Any) -> tuple[str, list[ps_pb2.Tensor]]:
     """Encode a JSON-like value whose leaves may be numpy arrays or handles.
 
     Handles are objects with a `to_wire()` method returning a JSON dict; they are
-    rebuilt on the receiving side by `decode_value(..., resolve_handle=...)`.
+    rebuilt on the receiving side by `decode_value(..., resolve_handle=...)`. Any
+    `Mapping` with str keys (e.g. a collection of handles such as
+    `ps_runtime.pytorch.PSParameters`) travels as a JSON object and arrives as a dict.
     """
     tensors: list[ps_pb2.Tensor] = []
 
@@ -127,7 +129,7 @@ def encode_value(value: Any) -> tuple[str, list[ps_pb2.Tensor]]:
             return {TENSOR_KEY: len(tensors) - 1}
         if isinstance(v, np.generic):
             return v.item()
-        if isinstance(v, dict):
+        if isinstance(v, Mapping):
             out = {}
             for k, item in v.items():
                 if not isinstance(k, str):
