@@ -168,10 +168,8 @@ def need_tf(tf_python: str | None, tf_bench: Path) -> str:
         check=False,
     )
     if probe.returncode != 0:
-        raise SystemExit(
-            f"torch_ps: {tf_python} cannot import tensorflow "
-            f"({probe.stderr.strip().splitlines()[-1:] or ['no output']}): {how}"
-        )
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"torch_ps: {tf_python} cannot import tensorflow ({last}): {how}")
     version = probe.stdout.strip().splitlines()[-1]
     if not version.startswith(TF_VERSION):
         log(f"warning: {tf_python} has TensorFlow {version}, the baseline used {TF_VERSION}")
