@@ -3,13 +3,15 @@ settings, bounded by a deadline, its output streamed line by line, and its failu
 in its own words with the requirement it is about.
 
 uv sees the agent's network settings (proxies, TLS roots, netrc), uv's own settings
-(`UV_*`, `/etc/uv/uv.toml`) and pip's index variables translated (`PIP_INDEX_URL`,
-`PIP_EXTRA_INDEX_URL`, `PIP_FIND_LINKS`, `PIP_CONSTRAINT`): the node's package index
-settings. Nothing else of the agent's environment reaches it.
+(`UV_*`, `/etc/uv/uv.toml`) and pip's index settings translated (`index-url`,
+`extra-index-url`, `find-links`, `constraint`, from pip's configuration files and its
+`PIP_*` variables): the node's package index settings. Nothing else of the agent's
+environment reaches it.
 """
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
 import shutil
@@ -51,16 +53,54 @@ def find_uv(environ: Mapping[str, str]) -> str | None:
     return shutil.which("uv")
 
 
-def uv_environment(environ: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
+def pip_config_files(environ: Mapping[str, str]) -> list[Path]:
+    """pip's configuration files, least specific first (site-wide, then the user's, then
+    `PIP_CONFIG_FILE`), as pip reads them; none when `PIP_CONFIG_FILE` is `/dev/null`."""
+    if environ.get("PIP_CONFIG_FILE") == os.devnull:
+        return []
+    home = Path(environ.get("HOME", "/root"))
+    xdg = [
+        Path(d) / "pip" / "pip.conf" for d in environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":")
+    ]
+    files = [*xdg, Path("/etc/pip.conf"), home / ".pip" / "pip.conf"]
+    files.append(home / ".config" / "pip" / "pip.conf")
+    if environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(environ["PIP_CONFIG_FILE"]))
+    return files
+
+
+def pip_settings(environ: Mapping[str, str], files: Sequence[Path] | None = None) -> dict[str, str]:
+    """The node's pip index settings as `PIP_*` variables: its configuration files'
+    `[global]` and `[install]` values, overridden by the variables themselves."""
+    parser = configparser.ConfigParser(interpolation=None)
+    for path in pip_config_files(environ) if files is None else files:
+        try:
+            parser.read(path)
+        except (OSError, configparser.Error):
+            continue
+    settings: dict[str, str] = {}
+    for section in ("global", "install"):
+        if parser.has_section(section):
+            for pip_name in PIP_TO_UV:
+                key = pip_name.removeprefix("PIP_").lower().replace("_", "-")
+                if parser.has_option(section, key):
+                    settings[pip_name] = " ".join(parser.get(section, key).split())
+    settings.update({k: environ[k] for k in PIP_TO_UV if environ.get(k)})
+    return settings
+
+
+def uv_environment(
+    environ: Mapping[str, str], cache_dir: Path, pip_files: Sequence[Path] | None = None
+) -> dict[str, str]:
     """What uv runs with: the agent's network and index settings, nothing else of it."""
     env = {name: environ[name] for name in PASSED if environ.get(name)}
     for name in PROXIES:
         for spelling in (name, name.lower()):
             if environ.get(spelling):
                 env[spelling] = environ[spelling]
-    for pip_name, uv_name in PIP_TO_UV.items():
-        if environ.get(pip_name) and not environ.get(uv_name):
-            text = environ[pip_name]
+    for pip_name, text in pip_settings(environ, pip_files).items():
+        uv_name = PIP_TO_UV[pip_name]
+        if not environ.get(uv_name):
             env[uv_name] = ",".join(text.split()) if uv_name == "UV_FIND_LINKS" else text
     env.update({k: v for k, v in environ.items() if k.startswith("UV_")})
     env.update(UV_CACHE_DIR=str(cache_dir), NO_COLOR="1", UV_NO_PROGRESS="1")

@@ -15,7 +15,7 @@ import pytest
 
 from ..archive_builders import tar_gz
 from ..conftest import require_services
-from ..ps_runtime.agent.wheels import make_wheel
+from ..ps_runtime.agent.wheels import make_wheel, offline_index
 from .cluster import LiveCluster, fresh_database, services_cluster
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -41,7 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     wheels = tmp / "wheels"
     make_wheel(wheels, PACKAGE, "3", code="VALUE = 3\n")
     # The node's package index settings: this wheelhouse and nothing else.
-    agent_env = {"UV_FIND_LINKS": str(wheels), "UV_NO_INDEX": "1", "UV_OFFLINE": "1"}
+    agent_env = offline_index(wheels)
     redis_e2e = redis_url.rsplit("/", 1)[0] + "/13"
     with (
         fresh_database(database_url) as db_url,

@@ -4,6 +4,7 @@ their timeout, and never fed an option or a path by a requirement line."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -16,7 +17,7 @@ import pytest
 from ps_runtime.agent.environments import EnvironmentBuildError, EnvironmentCache
 from ps_runtime.agent.envspec import JobEnvironment, requirement_problem, requirements_from_text
 from ps_runtime.agent.fields import JsonObject, ProtocolError
-from ps_runtime.agent.uvrun import uv_environment
+from ps_runtime.agent.uvrun import pip_settings, uv_environment
 
 from .wheels import make_wheel, offline_index
 
@@ -123,7 +124,12 @@ def test_a_build_that_hangs_ends_at_its_timeout(tmp_path: Path, silent_index: st
         tmp_path / "envs",
         python=sys.executable,
         pythonpath=[],
-        environ={"PATH": "/usr/bin:/bin", "UV_INDEX_URL": silent_index, "UV_HTTP_TIMEOUT": "300"},
+        environ={
+            "PATH": "/usr/bin:/bin",
+            "UV_INDEX_URL": silent_index,
+            "UV_HTTP_TIMEOUT": "300",
+            "PIP_CONFIG_FILE": os.devnull,
+        },
     )
     started = time.monotonic()
     with pytest.raises(EnvironmentBuildError, match="did not finish within its timeout"):
@@ -193,3 +199,25 @@ def test_uv_gets_the_nodes_index_settings_and_nothing_else(tmp_path: Path) -> No
     assert env["https_proxy"] == "http://proxy:3128"
     assert env["UV_CACHE_DIR"] == str(tmp_path)
     assert "TRAINHUB_SECRET_KEY" not in env and "DATABASE_URL" not in env
+
+
+def test_pips_configuration_files_are_the_nodes_index_settings_too(tmp_path: Path) -> None:
+    site = tmp_path / "pip.conf"
+    site.write_text(
+        "[global]\nfind-links = /opt/wheels\nextra-index-url = file:///a/simple\n"
+        "  file:///b/simple\nconstraint = /etc/pins.txt\ntimeout = 60\n"
+    )
+    user = tmp_path / "user.conf"
+    user.write_text("[install]\nindex-url = https://mirror.example/simple\n")
+    settings = pip_settings({"PIP_FIND_LINKS": "/srv/wheels"}, [site, user])
+    assert settings == {
+        "PIP_FIND_LINKS": "/srv/wheels",  # the variable wins over the file
+        "PIP_EXTRA_INDEX_URL": "file:///a/simple file:///b/simple",
+        "PIP_CONSTRAINT": "/etc/pins.txt",
+        "PIP_INDEX_URL": "https://mirror.example/simple",
+    }
+    env = uv_environment({"UV_CONSTRAINT": "/mine.txt"}, tmp_path, [site, user])
+    assert env["UV_EXTRA_INDEX_URL"] == "file:///a/simple file:///b/simple"
+    assert env["UV_FIND_LINKS"] == "/opt/wheels"
+    assert env["UV_CONSTRAINT"] == "/mine.txt"  # uv's own setting is not replaced
+    assert pip_settings({"PIP_CONFIG_FILE": os.devnull}) == {}

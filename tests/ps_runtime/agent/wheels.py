@@ -39,5 +39,11 @@ def make_wheel(
 
 
 def offline_index(wheelhouse: Path) -> dict[str, str]:
-    """uv settings that make `wheelhouse` the only source of packages."""
-    return {"UV_FIND_LINKS": str(wheelhouse), "UV_NO_INDEX": "1", "UV_OFFLINE": "1"}
+    """uv settings that make `wheelhouse` the only source of packages (pip's own
+    configuration files of this machine left out)."""
+    return {
+        "UV_FIND_LINKS": str(wheelhouse),
+        "UV_NO_INDEX": "1",
+        "UV_OFFLINE": "1",
+        "PIP_CONFIG_FILE": os.devnull,
+    }
