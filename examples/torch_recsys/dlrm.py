@@ -37,7 +37,7 @@ import ps_runtime
 from ps_runtime.coordinator.checkpoint_manager import CheckpointManager
 from ps_runtime.coordinator.cluster import ClusterResolver
 from ps_runtime.coordinator.cluster_coordinator import RemoteValue
-from ps_runtime.coordinator.variables import EmbeddingTable, Variable
+from ps_runtime.coordinator.variables import EmbeddingTable
 from ps_runtime.examples.ctr import auc, hash_features
 from ps_runtime.examples.movielens import session
 from ps_runtime.pytorch import PSEmbedding, PSParameters
@@ -233,7 +233,7 @@ def train_step(
     model: DLRM,
     data: Batches,
     table: EmbeddingTable,
-    dense: Mapping[str, Variable],
+    dense: Mapping[str, Any],
     step: int,
     batch_size: int,
 ) -> float:

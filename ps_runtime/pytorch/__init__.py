@@ -2,8 +2,9 @@
 
 `PSEmbedding` is an embedding layer over a PS table (rows pulled per batch, sparse
 gradients pushed in backward, the table's optimizer applied on the PS);
-`PSParameters` puts the dense parameters of any `nn.Module` on the PS (one variable
-each) and binds them to a worker's copy of the module (`pull`, `push`, `flush`).
+`PSParameters` puts the dense parameters of any `nn.Module` on the PS (one flat float32
+variable: a step is one pull and one push) and binds them to a worker's copy of the
+module (`pull`, `push`, `flush`).
 
 The only package of the runtime that imports torch (the distribution's `torch`
 extra); importing `ps_runtime` itself never does.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from ps_runtime.coordinator.strategy import ParameterServerStrategy
 from ps_runtime.coordinator.variables import Variable, handle_from_wire
 from ps_runtime.pytorch import PSParameters
 from ps_runtime.server.optimizers import SGD
+from ps_runtime.shards import sharding
 from ps_runtime.wire.codec import decode_value, encode_value
 
 LR = 0.1
@@ -61,7 +63,8 @@ def test_sgd_on_the_ps_matches_torch_sgd_for_50_steps(strategy: ParameterServerS
     params = PSParameters.create(
         model, "equivalence", strategy=strategy, optimizer=SGD(learning_rate=LR)
     )
-    assert sorted(params) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert params.names == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert params.variable.shape == (6 * 16 + 16 + 16 + 1,)  # one flat variable
     worker_copy = build_model(seed=2)  # other values: the pull overwrites them
     bound = params.bind(worker_copy)
     optimizer = torch.optim.SGD(reference.parameters(), lr=LR)
@@ -84,16 +87,21 @@ def test_sgd_on_the_ps_matches_torch_sgd_for_50_steps(strategy: ParameterServerS
 
     np.testing.assert_allclose(ps_losses, local_losses, rtol=0, atol=1e-5)
     assert ps_losses[-1] < 0.5 * ps_losses[0]
+    values = params.read()
     for name, param in reference.named_parameters():
-        np.testing.assert_allclose(params[name].read(), param.detach().numpy(), atol=1e-5)
+        np.testing.assert_allclose(values[name], param.detach().numpy(), atol=1e-5)
 
 
 def test_pull_lands_in_the_parameters_memory(strategy: ParameterServerStrategy) -> None:
     model = build_model(seed=3)
     params = PSParameters.create(model, "memory", strategy=strategy)
     worker_copy = build_model(seed=4)
+    bound = params.bind(worker_copy)
+    flat = bound.flat
     storage = {n: p.data_ptr() for n, p in worker_copy.named_parameters()}
-    params.bind(worker_copy).pull()
+    for param, offset in zip(worker_copy.parameters(), params.offsets, strict=False):
+        assert param.data_ptr() == flat.data_ptr() + 4 * offset  # views of one flat buffer
+    bound.pull()
     for name, param in worker_copy.named_parameters():
         assert param.data_ptr() == storage[name]  # the same tensors, refilled
         torch.testing.assert_close(param, dict(model.named_parameters())[name])
@@ -133,9 +141,9 @@ def test_sync_every_k_accumulates_like_local_gradient_accumulation(
     bound.pull()
     _loss(worker_copy, *_data(1)[0]).backward()
     assert not bound.push() and bound.steps_since_sync == 1
-    before = params["2.bias"].read().copy()
+    before = params.read()["2.bias"].copy()
     bound.sync()
-    assert bound.steps_since_sync == 0 and not np.array_equal(params["2.bias"].read(), before)
+    assert bound.steps_since_sync == 0 and not np.array_equal(params.read()["2.bias"], before)
 
 
 def test_binding_checks_names_and_shapes(strategy: ParameterServerStrategy) -> None:
@@ -147,9 +155,11 @@ def test_binding_checks_names_and_shapes(strategy: ParameterServerStrategy) -> N
         params.bind(nn.Sequential(nn.Linear(6, 16)))
     with pytest.raises(ValueError, match="no parameters"):
         PSParameters.create(nn.Tanh(), "none", strategy=strategy)
+    with pytest.raises(TypeError, match="float32"):
+        PSParameters.create(build_model(seed=7).double(), "doubles", strategy=strategy)
 
 
-def bind_and_pull(seed: int, params: Mapping[str, Variable]) -> float:
+def bind_and_pull(seed: int, params: Mapping[str, Any]) -> float:
     """A closure: bind the handles it received to a fresh module, pull, sum the values."""
     model = build_model(seed)
     PSParameters(params).bind(model).pull()
@@ -163,8 +173,9 @@ def test_parameters_cross_into_closures_as_handles(
     params = PSParameters.create(model, "closure", strategy=strategy)
     text, tensors = encode_value([params])
     (received,) = decode_value(text, tensors, lambda d: handle_from_wire(d, strategy.ps_client))
-    assert isinstance(received, dict) and set(received) == set(params)
-    assert all(isinstance(v, Variable) for v in received.values())
+    assert isinstance(received, dict) and set(received) == {"variable", "layout"}
+    assert isinstance(received["variable"], Variable)
+    assert PSParameters(received).layout == params.layout
 
     coordinator = ClusterCoordinator(strategy)
     try:
@@ -188,3 +199,33 @@ def test_a_module_whose_memory_moved_gets_a_new_binding(
     second.pull()
     for name, param in worker_copy.named_parameters():
         torch.testing.assert_close(param, dict(model.named_parameters())[name])
+
+
+def test_a_large_model_is_one_partitioned_variable(cluster: LocalCluster) -> None:
+    """Above the partitioning threshold the flat variable is sliced across the shards."""
+    strategy = ParameterServerStrategy(
+        cluster.resolver, variable_partitioner=sharding.fixed_shards_partitioner(2)
+    )
+    try:
+        model = build_model(seed=12)
+        reference = copy.deepcopy(model)
+        params = PSParameters.create(
+            model, "parts", strategy=strategy, optimizer=SGD(learning_rate=LR)
+        )
+        assert len(params.variable.parts) == 2
+        worker_copy = build_model(seed=13)
+        bound = params.bind(worker_copy)
+        optimizer = torch.optim.SGD(reference.parameters(), lr=LR)
+        for x, y in _data(5):
+            bound.pull()
+            _loss(worker_copy, x, y).backward()
+            bound.push()
+            bound.flush()
+            optimizer.zero_grad()
+            _loss(reference, x, y).backward()
+            optimizer.step()
+        values = params.read()
+        for name, param in reference.named_parameters():
+            np.testing.assert_allclose(values[name], param.detach().numpy(), atol=1e-5)
+    finally:
+        strategy.close()
