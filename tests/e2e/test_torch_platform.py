@@ -26,6 +26,7 @@ import pytest
 from ..archive_builders import tar_gz
 from ..conftest import require_services
 from .cluster import SHARED_UDATA, LiveCluster, fresh_database, movielens_file, services_cluster
+from .test_recovery import _kill, _wait_metric
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -62,22 +63,35 @@ def code(cluster: LiveCluster) -> str:
     return str(response.json()["digest"])
 
 
-def run(cluster: LiveCluster, name: str, code: str, entrypoint: str, **args: Any) -> dict[str, Any]:
+def submit(
+    cluster: LiveCluster,
+    name: str,
+    code: str,
+    entrypoint: str,
+    *,
+    servers: dict[str, Any] | None = None,
+    workers: int = 2,
+    **args: Any,
+) -> int:
     job = cluster.submit(
         name=name,
         team="recsys",
         entrypoint=entrypoint,
         args=args,
         code=code,
-        parameter_servers={"replicas": 1, "resources": TASK},
-        workers={"min": 2, "max": 2, "resources": TASK},
+        parameter_servers=servers or {"replicas": 1, "resources": TASK},
+        workers={"min": workers, "max": workers, "resources": TASK},
         coordinator={"resources": {"cpu": 0.5, "memory_mb": 3072}},
-        max_restarts=0,
+        max_restarts=0 if servers is None else 2,
     )
     # The spec's environment came from the archive's requirements.txt.
     assert job["spec"]["environment"]["requirements"] == ["torch"]
-    done = cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=900)
-    logs = cluster.logs(job["id"])
+    return int(job["id"])
+
+
+def result_of(cluster: LiveCluster, job_id: int) -> dict[str, Any]:
+    done = cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=900)
+    logs = cluster.logs(job_id)
     assert done["state"] == "succeeded", logs
     result = next(
         json.loads(line.split("] ", 1)[1])["result"]
@@ -85,6 +99,10 @@ def run(cluster: LiveCluster, name: str, code: str, entrypoint: str, **args: Any
         if '{"result":' in line
     )
     return dict(result)
+
+
+def run(cluster: LiveCluster, name: str, code: str, entrypoint: str, **args: Any) -> dict[str, Any]:
+    return result_of(cluster, submit(cluster, name, code, entrypoint, **args))
 
 
 def test_the_dlrm_example_learns_the_interactions(cluster: LiveCluster, code: str) -> None:
@@ -110,4 +128,34 @@ def test_the_torch_mf_example_reaches_the_rmse_bar(
         "torch MF on the platform:",
         {k: result[k] for k in ("test_rmse", "examples_per_sec", "steps")},
     )
+    assert result["test_rmse"] <= 0.925, result
+
+
+def test_a_torch_job_keeps_running_when_a_replicated_server_dies(
+    cluster: LiveCluster, code: str, tmp_path: Path
+) -> None:
+    """The runtime's replication serves a torch job as it serves a numpy one: the killed
+    server is replaced while the job runs (it copies its shards from their replica), with
+    no restart of the job and no checkpoint read back, and the model still converges."""
+    small = {"cpu": 0.25, "memory_mb": 2048}
+    data = {"data": str(movielens_file(tmp_path))}  # quick: generated ratings
+    job_id = submit(
+        cluster,
+        "torch-mf-replicated",
+        code,
+        "mf:train",
+        servers={"replicas": 2, "replication": 1, "resources": small},
+        workers=1,
+        epochs=8,
+        **data,
+    )
+    _wait_metric(cluster, job_id, "test_rmse", 2, timeout=300)
+    _kill(job_id, "ps")  # server 0
+    result = result_of(cluster, job_id)
+    events = cluster.api.get(f"/jobs/{job_id}/events/").json()
+    states = [e["to_state"] for e in events if e["kind"] == "state"]
+    assert "restarting" not in states and states[-1] == "succeeded", states
+    restarts = [e for e in events if e["kind"] == "restart"]
+    assert len(restarts) == 1 and "copies its shards" in restarts[0]["reason"]
+    assert "resumed from checkpoint" not in cluster.logs(job_id)
     assert result["test_rmse"] <= 0.925, result
