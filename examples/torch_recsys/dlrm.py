@@ -223,10 +223,11 @@ class DLRM(nn.Module):
         return logits
 
 
-def worker_model(fields: int, dim: int) -> DLRM:
-    """A worker's copy of the model (built once per worker; handles bound per step)."""
+def worker_model(fields: int, dim: int, device: str = "cpu") -> DLRM:
+    """A worker's copy of the model on `device` (built once per worker; handles bound
+    per step)."""
     torch.set_num_threads(1)  # the worker shares its cores with the others
-    return DLRM(PSEmbedding(dim=dim), fields, dim)
+    return DLRM(PSEmbedding(dim=dim), fields, dim).to(device)
 
 
 def train_step(
@@ -241,12 +242,12 @@ def train_step(
     embedding: PSEmbedding = model.embedding  # type: ignore[assignment]
     embedding.bind(table)
     params = PSParameters(dense).bind(model)
-    b = data.batch(step, batch_size)
+    b, device = data.batch(step, batch_size), embedding.device
     sparse = torch.from_numpy(b.sparse)
     embedding.prefetch(sparse)  # the rows come while the dense values do
     params.pull()
-    logits = model(torch.from_numpy(b.dense), sparse)
-    loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(b.labels))
+    logits = model(torch.from_numpy(b.dense).to(device), sparse.to(device))
+    loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(b.labels).to(device))
     loss.backward()
     params.push()
     embedding.flush()
@@ -254,11 +255,15 @@ def train_step(
     return loss.item()
 
 
-def predict(model: nn.Module, clicks: Clicks, chunk: int = 16384) -> np.ndarray:
-    """Logits for every example (no gradients)."""
+def predict(
+    model: nn.Module, clicks: Clicks, chunk: int = 16384, device: str = "cpu"
+) -> np.ndarray:
+    """Logits for every example (no gradients), computed on `device`."""
     with torch.no_grad():
         parts = [
-            model(torch.from_numpy(c.dense), torch.from_numpy(c.sparse)).numpy()
+            model(torch.from_numpy(c.dense).to(device), torch.from_numpy(c.sparse).to(device))
+            .cpu()
+            .numpy()
             for c in (clicks.take(slice(i, i + chunk)) for i in range(0, len(clicks), chunk))
         ]
     return np.concatenate(parts)
@@ -301,6 +306,7 @@ def train(
     checkpoint_dir: str | None = None,
     in_flight_per_worker: int = 1,
     cluster: ClusterResolver | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Train DLRM on the PS cluster; reports `train_loss` and, per epoch, `test_auc`.
 
@@ -311,6 +317,8 @@ def train(
     checkpoint and saves at epoch ends (at most every `checkpoint_every_seconds`), at
     the end, and when the task is asked to stop (then it returns no result).
     `in_flight_per_worker` must stay 1: a worker's model serves one step at a time.
+    `device` (e.g. "cuda") is where the workers' models, their batches and the
+    coordinator's evaluation model run; the PS holds the state either way.
     """
     fields = CRITEO_CATEGORICAL if data else categorical
     with session(cluster, checkpoint_dir, in_flight_per_worker) as (strategy, coordinator):
@@ -329,12 +337,13 @@ def train(
                 "dlrm/dense",
                 optimizer=Adagrad(learning_rate=lr, initial_accumulator=adagrad_init),
             )
+        model.to(device)
         evaluation = dense.bind(model)
         checkpoints = CheckpointManager(strategy, checkpoint_dir, checkpoint_every_seconds)
         batches = coordinator.create_per_worker_dataset(
             Batches, data, examples, categorical, seed, hash_bits
         )
-        worker = coordinator.create_per_worker_dataset(worker_model, fields, dim)
+        worker = coordinator.create_per_worker_dataset(worker_model, fields, dim, device)
         steps_per_epoch = max(1, len(train_set) // batch_size)
         total = epochs * steps_per_epoch
         resumed_from = step = checkpoints.restore_or_initialize()
@@ -353,7 +362,7 @@ def train(
             if step % steps_per_epoch == 0 or step == total:
                 coordinator.join()
                 evaluation.pull()
-                metrics = _metrics(test.labels, predict(model, test))
+                metrics = _metrics(test.labels, predict(model, test, device=device))
                 history.append(metrics["test_auc"])
                 ps_runtime.report(step=step, epoch=math.ceil(step / steps_per_epoch), **metrics)
                 checkpoints.maybe_save(step, force=step == total)
@@ -397,15 +406,17 @@ def train_local(
     adagrad_init: float = 1e-6,
     seed: int = 0,
     hash_bits: int = 22,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """The same model, data and optimizer in one process on one torch thread, no PS:
-    `nn.Embedding` over the ids seen, torch's Adagrad with the PS's constants. The
-    ceiling for `train`."""
+    `nn.Embedding` over the ids seen, torch's Adagrad with the PS's constants, on
+    `device`. The ceiling for `train`."""
     train_set, test, vocab = compact_ids(*load_clicks(data, examples, categorical, seed, hash_bits))
     torch.manual_seed(seed)  # the MLPs start as in `train` (built before the embedding)
     model = DLRM(nn.Identity(), train_set.sparse.shape[1], dim)
     model.embedding = nn.Embedding(vocab, dim)
     nn.init.normal_(model.embedding.weight, 0, EMBEDDING_STD)  # the PS table's initializer
+    model.to(device)
     optimizer = torch.optim.Adagrad(
         model.parameters(), lr=lr, initial_accumulator_value=adagrad_init, eps=1e-7
     )
@@ -413,14 +424,18 @@ def train_local(
     start = time.perf_counter()
     for step in range(epochs * steps_per_epoch):
         b = train_set.take(shuffled_batch(train_set, seed, step, batch_size))
-        logits = model(torch.from_numpy(b.dense), torch.from_numpy(b.sparse))
-        loss = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(b.labels))
+        dense, sparse = torch.from_numpy(b.dense).to(device), torch.from_numpy(b.sparse).to(device)
+        logits = model(dense, sparse)
+        labels = torch.from_numpy(b.labels).to(device)
+        loss = F.binary_cross_entropy_with_logits(logits, labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)  # the steps' kernels are done before the clock stops
     seconds = time.perf_counter() - start
     return {
-        **_metrics(test.labels, predict(model, test)),
+        **_metrics(test.labels, predict(model, test, device=device)),
         "steps": epochs * steps_per_epoch,
         "examples_per_sec": epochs * steps_per_epoch * batch_size / seconds,
     }
