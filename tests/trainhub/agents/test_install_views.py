@@ -170,6 +170,7 @@ def test_the_wheel_is_built_once_and_holds_the_runtime_without_django(
         "protobuf",
         "numpy",
         "websockets",
+        "uv",  # builds jobs' own environments on the node
     }
 
 

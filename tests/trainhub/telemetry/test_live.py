@@ -63,7 +63,14 @@ def _feed_cases(job_id: int) -> list[tuple[events.Event, dict[str, Any]]]:
             events.TaskStateChanged(
                 job_id=job_id, task_id=5, role="worker", index=1, state="running", ended=False
             ),
-            {"type": "task", "task": 5, "role": "worker", "index": 1, "state": "running"},
+            {
+                "type": "task",
+                "task": 5,
+                "role": "worker",
+                "index": 1,
+                "state": "running",
+                "message": "",
+            },
         ),
         (
             events.MetricPointsIngested(job_id=job_id, points=(point,)),
