@@ -106,7 +106,7 @@ def run(cluster: LiveCluster, name: str, code: str, entrypoint: str, **args: Any
 
 
 def test_the_dlrm_example_learns_the_interactions(cluster: LiveCluster, code: str) -> None:
-    result = run(cluster, "dlrm", code, "dlrm:train", examples=200_000, epochs=2)
+    result = run(cluster, "dlrm", code, "dlrm:train", examples=200_000, epochs=3)
     print("DLRM on the platform:", {k: result.get(k) for k in ("test_auc", "examples_per_sec")})
     assert result["test_auc"] >= 0.80, result
 
