@@ -116,11 +116,14 @@ class Preparations:
             key.attempt,
             time.monotonic() - started,
         )
-        if stopped.is_set():
-            return
-        # Started while still listed as waiting: the agent never sees it in neither place.
-        self._start(task, path)
-        self._release(key)
+        # Under the lock: a stop either came first (nothing starts) or waits until the
+        # task is live (then it stops the process); listed as waiting until it is, so the
+        # agent never sees it in neither place.
+        with self._lock:
+            if stopped.is_set() or key not in self._waiting:
+                return
+            self._start(task, path)
+            del self._waiting[key]
 
     def _release(self, key: TaskKey) -> bool:
         with self._lock:

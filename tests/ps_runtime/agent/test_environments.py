@@ -4,6 +4,7 @@ their timeout, and never fed an option or a path by a requirement line."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -17,8 +18,11 @@ import pytest
 from ps_runtime.agent.environments import EnvironmentBuildError, EnvironmentCache
 from ps_runtime.agent.envspec import JobEnvironment, requirement_problem, requirements_from_text
 from ps_runtime.agent.fields import JsonObject, ProtocolError
+from ps_runtime.agent.outbox import Outbox
+from ps_runtime.agent.supervisor import Supervisor
 from ps_runtime.agent.uvrun import pip_settings, uv_environment
 
+from .helpers import FAKE_COMMAND, fake_task, statuses, wait_for
 from .wheels import make_wheel, offline_index
 
 MIB = 1024 * 1024
@@ -221,3 +225,34 @@ def test_pips_configuration_files_are_the_nodes_index_settings_too(tmp_path: Pat
     assert env["UV_FIND_LINKS"] == "/opt/wheels"
     assert env["UV_CONSTRAINT"] == "/mine.txt"  # uv's own setting is not replaced
     assert pip_settings({"PIP_CONFIG_FILE": os.devnull}) == {}
+
+
+def test_a_task_stopped_while_its_environment_builds_never_starts(
+    tmp_path: Path, silent_index: str
+) -> None:
+    envs = EnvironmentCache(
+        tmp_path / "envs",
+        python=sys.executable,
+        pythonpath=[],
+        environ={
+            "PATH": "/usr/bin:/bin",
+            "UV_INDEX_URL": silent_index,
+            "PIP_CONFIG_FILE": os.devnull,
+        },
+    )
+    outbox = Outbox()
+    supervisor = Supervisor(outbox, tmp_path / "work", command=FAKE_COMMAND, environments=envs)
+    task = dataclasses.replace(fake_task(), environment=JobEnvironment(("alpha",)))
+    try:
+        assert supervisor.start(task) is None
+        assert task.key in supervisor.live_keys()  # waiting counts as live
+        sent = [m.to_wire() for m in outbox.drain()]
+        wait_for(lambda: sent.extend(m.to_wire() for m in outbox.drain()) or statuses(sent), 10)
+        assert statuses(sent)[0] == (task.id, task.attempt, "preparing")
+        supervisor.stop(task.key)
+        assert task.key not in supervisor.live_keys() and task.key in supervisor.finished_keys()
+        sent.extend(m.to_wire() for m in outbox.drain())
+        assert statuses(sent)[-1] == (task.id, task.attempt, "stopped")
+    finally:
+        supervisor.stop_all(grace=0.5)  # ends the build (uv is killed)
+    assert supervisor.get(task.key) is None  # never started
