@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -246,8 +247,13 @@ def test_a_task_stopped_while_its_environment_builds_never_starts(
     try:
         assert supervisor.start(task) is None
         assert task.key in supervisor.live_keys()  # waiting counts as live
-        sent = [m.to_wire() for m in outbox.drain()]
-        wait_for(lambda: sent.extend(m.to_wire() for m in outbox.drain()) or statuses(sent), 10)
+        sent: list[dict[str, Any]] = []
+
+        def drained() -> list[tuple[int, int, str]]:
+            sent.extend(m.to_wire() for m in outbox.drain())
+            return statuses(sent)
+
+        wait_for(drained, 10)
         assert statuses(sent)[0] == (task.id, task.attempt, "preparing")
         supervisor.stop(task.key)
         assert task.key not in supervisor.live_keys() and task.key in supervisor.finished_keys()
