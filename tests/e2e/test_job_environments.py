@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,22 +24,16 @@ from ps_runtime.agent.protocol import DesiredTask, TaskKey
 from ps_runtime.agent.supervisor import Supervisor
 from ps_runtime.taskenv import EXIT_ENVIRONMENT, Role
 
-from ..ps_runtime.agent.helpers import require_root, wait_for
+from ..ps_runtime.agent.helpers import wait_for
 from ..ps_runtime.agent.wheels import make_wheel, offline_index
+from .test_task_isolation import root_sandbox_dir
 
 PROBE = Path(__file__).with_name("env_probe.py")
 
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    require_root()
-    path = Path(tempfile.mkdtemp(prefix="trainhub-envs-", dir="/tmp"))
-    path.chmod(0o711)
-    try:
-        yield path
-    finally:
-        subprocess.run(["chmod", "-R", "u+rwX", str(path)], check=False)
-        shutil.rmtree(path, ignore_errors=True)
+    yield from root_sandbox_dir("trainhub-envs-")
 
 
 class Feed:

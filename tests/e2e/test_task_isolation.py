@@ -65,18 +65,23 @@ MINIMAL_DEV = {
 CREDENTIAL = "node-credential-that-no-task-may-read"
 
 
-@pytest.fixture
-def base() -> Iterator[Path]:
+def root_sandbox_dir(prefix: str) -> Iterator[Path]:
+    """A directory for a root agent's work directory and the tasks' files, removed after.
+    Not pytest's tmp_path: /tmp/pytest-of-root is 0700, and bubblewrap binds a task's
+    directories as the task's uid."""
     require_root()
-    # Not pytest's tmp_path: /tmp/pytest-of-root is 0700, and bubblewrap binds a task's
-    # directories as the task's uid.
-    path = Path(tempfile.mkdtemp(prefix="trainhub-sandbox-", dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     path.chmod(0o711)
     try:
         yield path
     finally:
         subprocess.run(["chmod", "-R", "u+rwX", str(path)], check=False)
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    yield from root_sandbox_dir("trainhub-sandbox-")
 
 
 def sandboxed(base: Path, **env: str) -> Isolation:

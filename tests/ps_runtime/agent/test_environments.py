@@ -124,18 +124,24 @@ def silent_index() -> Iterator[str]:
         server.close()
 
 
-def test_a_build_that_hangs_ends_at_its_timeout(tmp_path: Path, silent_index: str) -> None:
-    envs = EnvironmentCache(
+def hanging(tmp_path: Path, index: str) -> EnvironmentCache:
+    """Environments from `index` alone (one that never answers), longer than uv's own
+    HTTP timeout would allow."""
+    return EnvironmentCache(
         tmp_path / "envs",
         python=sys.executable,
         pythonpath=[],
         environ={
             "PATH": "/usr/bin:/bin",
-            "UV_INDEX_URL": silent_index,
+            "UV_INDEX_URL": index,
             "UV_HTTP_TIMEOUT": "300",
             "PIP_CONFIG_FILE": os.devnull,
         },
     )
+
+
+def test_a_build_that_hangs_ends_at_its_timeout(tmp_path: Path, silent_index: str) -> None:
+    envs = hanging(tmp_path, silent_index)
     started = time.monotonic()
     with pytest.raises(EnvironmentBuildError, match="did not finish within its timeout"):
         envs.build(JobEnvironment(("alpha",), timeout_seconds=10), lambda _: None)
@@ -231,16 +237,7 @@ def test_pips_configuration_files_are_the_nodes_index_settings_too(tmp_path: Pat
 def test_a_task_stopped_while_its_environment_builds_never_starts(
     tmp_path: Path, silent_index: str
 ) -> None:
-    envs = EnvironmentCache(
-        tmp_path / "envs",
-        python=sys.executable,
-        pythonpath=[],
-        environ={
-            "PATH": "/usr/bin:/bin",
-            "UV_INDEX_URL": silent_index,
-            "PIP_CONFIG_FILE": os.devnull,
-        },
-    )
+    envs = hanging(tmp_path, silent_index)
     outbox = Outbox()
     supervisor = Supervisor(outbox, tmp_path / "work", command=FAKE_COMMAND, environments=envs)
     task = dataclasses.replace(fake_task(), environment=JobEnvironment(("alpha",)))
