@@ -4,18 +4,24 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 STAMP := $(VENV)/.installed-stamp
+TORCH_STAMP := $(VENV)/.torch-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 
 .PHONY: demo test faults install frontend sandbox lint audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
-# The runtime's `torch` extra (ps_runtime.pytorch and its tests) with torch pinned:
-# unpinned, pip may pick a multi-GB CUDA build where the CPU wheel of this version is at hand.
 $(STAMP): pyproject.toml platform/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e . -e "./platform[dev]"
+	touch $@
+
+# The runtime's `torch` extra, for the tests and the type checks of ps_runtime.pytorch and
+# the examples (the demo needs none: a job asks its nodes for torch in its environment).
+# Pinned: unpinned, pip may pick a multi-GB CUDA build where this version's CPU wheel is
+# at hand.
+$(TORCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[torch]" "torch==2.13.0"
 	touch $@
 
@@ -46,7 +52,7 @@ demo: install sandbox
 ## Run the whole test suite (needs PostgreSQL and Redis; see README "Tests")
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-test: install sandbox
+test: install sandbox $(TORCH_STAMP)
 	cd frontend && npm test --silent
 	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
 
@@ -56,7 +62,7 @@ faults: install sandbox
 	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 
 ## Every gate fails the build: style, formatting, layering (import-linter) and types
-lint: $(STAMP)
+lint: $(STAMP) $(TORCH_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
