@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlparse
 
 import pytest
@@ -54,11 +55,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+def skip_outside_ci(reason: str) -> NoReturn:
+    """Skip a test whose need this machine lacks; under CI=true fail instead (a skipped
+    proof proves nothing there)."""
+    if IN_CI:
+        pytest.fail(f"CI=true, but {reason}")
+    pytest.skip(reason)
+
+
 def require_services() -> tuple[str, str]:
     """PostgreSQL and Redis URLs for a test that needs both; skip outside CI if absent."""
     pg = postgres_url()
     if pg is None or not _reachable(pg, 5432) or not _reachable(REDIS_URL, 6379):
-        if IN_CI:
-            pytest.fail("PostgreSQL or Redis unreachable under CI=true")
-        pytest.skip("needs PostgreSQL (DATABASE_URL) and Redis (TEST_REDIS_URL)")
+        skip_outside_ci("needs PostgreSQL (DATABASE_URL) and Redis (TEST_REDIS_URL)")
     return pg, REDIS_URL

@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.db import connection
 from trainhub.standalone.processes import ProcessGroup, child_env, wait_http_ok, web_command
 
+from ...conftest import skip_outside_ci
 from ...e2e.cluster import free_port
 
 
@@ -33,7 +34,7 @@ def live_web(tmp_path: Path, **extra: str) -> Iterator[str]:
     """A uvicorn server with two worker processes on this test's (PostgreSQL) database,
     its environment plus `extra`; yields its URL."""
     if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL (DATABASE_URL)")
+        skip_outside_ci("needs PostgreSQL (DATABASE_URL)")
     port = free_port()
     env = child_env(
         {"DATABASE_URL": database_url(), "TRAINHUB_DATA_DIR": str(tmp_path / "data"), **extra}

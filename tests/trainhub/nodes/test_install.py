@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from trainhub.nodes.install import install_command
 
+from ...conftest import skip_outside_ci
+
 TOKEN = "Zm9vYmFyLXRva2VuLXNlY3JldA_-x"
 SAVED = "~/trainhub-enroll-token"
 # What the fake `curl` serves in place of the installer: it records its arguments and the
@@ -68,7 +70,7 @@ def test_pasted_into_a_shell_the_token_reaches_the_installer_only_in_a_private_f
     tmp_path: Path, shell: str, token: str
 ) -> None:
     if shutil.which(shell) is None:
-        pytest.skip(f"no {shell} here")
+        skip_outside_ci(f"no {shell} here")
     home = tmp_path / "home"
     home.mkdir()
     line = install_command("http://trainhub.test:8000", token) + " --prefix /opt/th --no-service"

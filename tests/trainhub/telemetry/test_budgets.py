@@ -21,6 +21,7 @@ from trainhub.telemetry.models import JobTelemetry, LogLine, MetricPoint, Metric
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
+from ...conftest import skip_outside_ci
 from ..factories import make_job, make_team, make_user
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -105,7 +106,7 @@ def test_log_lines_beyond_the_budget_are_dropped_and_counted_cut_at_one_place(
 @override_settings(TELEMETRY_METRIC_POINTS_PER_JOB=1000, TELEMETRY_LOG_BYTES_PER_JOB=6000)
 def test_concurrent_batches_of_one_job_store_exactly_the_budget() -> None:
     if connection.vendor != "postgresql":
-        pytest.skip("row locks across connections: PostgreSQL")
+        skip_outside_ci("row locks across connections: PostgreSQL")
     alice = make_user("alice")
     make_team("recsys", members={alice: Role.MEMBER})
     job = make_job(alice)
