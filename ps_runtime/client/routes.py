@@ -2,7 +2,8 @@
 
 Without replication shard `s` is server `s`, and a push retries transport errors there
 (the origin makes a retry harmless). With replication the client sticks to one replica
-of each shard, the primary at first; when it stops answering (`rpc.SERVER_GONE`), the client
+of each shard, the primary at first; when it stops answering (`rpc.SERVER_GONE`), or
+another job's server answers at its address (`rpc.NOT_OURS`), the client
 moves on to the next server of the shard's chain and repeats the call there, with the
 same origin for a push, so an update the dead server forwarded before it died is not
 applied twice. A restarted server is not asked again until the one answering fails: it
@@ -145,13 +146,18 @@ class Routes:
             raise AssertionError("unreachable")
         deadline = time.monotonic() + FAILOVER_S
         tried = 0
+        refused: set[int] = set()  # servers that refused the token: another job's, or ours
         while True:
             server = self.server(shard)
             try:
                 return fn(server)
             except grpc.RpcError as e:
-                if e.code() not in rpc.SERVER_GONE or time.monotonic() > deadline:
+                if e.code() not in rpc.NOT_OURS or time.monotonic() > deadline:
                     raise
+                if e.code() == rpc.REFUSED:
+                    refused.add(server)
+                    if len(refused) > self.replication:
+                        raise  # every replica refuses it: the token is wrong
                 self.failed(shard, server)
                 tried += 1
                 if tried % (self.replication + 1) == 0:
@@ -167,7 +173,7 @@ class Routes:
             return result
         except grpc.RpcError as e:
             if self.replication:
-                if e.code() not in rpc.SERVER_GONE:
+                if e.code() not in rpc.NOT_OURS:
                     raise
                 self.failed(shard, server)
                 return self.call(shard, again)

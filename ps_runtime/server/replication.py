@@ -259,11 +259,11 @@ class ReplicaSet:
                 try:
                     call.result()
                 except grpc.RpcError as e:
-                    if e.code() not in rpc.SERVER_GONE:
+                    if e.code() not in rpc.NOT_OURS:
                         raise
                     forward(target, metadata, PEER_GRACE_S).result()
             except grpc.RpcError as e:
-                if e.code() in rpc.SERVER_GONE or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if e.code() in rpc.NOT_OURS or e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                     log.warning(
                         "shard %d: replica %d does not answer; updates go on without it "
                         "until it rejoins",

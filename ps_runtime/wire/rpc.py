@@ -31,6 +31,12 @@ AUTH_HEADER = "authorization"
 # never there), CANCELLED for a call it had received but not yet started when it began
 # to stop (a server stopped by SIGTERM, e.g. one moved to another node).
 SERVER_GONE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+# What a call to an address whose server is not this job's ends with: after a server moved,
+# its old port may be bound by a server of another job, which refuses this job's token.
+# For a replicated job that is one more way a server went away (`NOT_OURS`); a token every
+# replica of a shard refuses is a wrong token, and the call fails with it.
+REFUSED = grpc.StatusCode.UNAUTHENTICATED
+NOT_OURS = SERVER_GONE | {REFUSED}
 
 
 @dataclass(frozen=True)

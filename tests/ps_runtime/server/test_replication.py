@@ -327,3 +327,39 @@ def test_launch_with_replication_survives_a_killed_ps_without_a_restart() -> Non
     assert "resumed from checkpoint" not in disturbed.output
     assert clean.result is not None and disturbed.result is not None
     assert abs(disturbed.result["test_rmse"] - clean.result["test_rmse"]) <= 0.01
+
+
+def test_another_jobs_server_at_a_moved_servers_old_address_is_failed_over(
+    servers_r1: Servers,
+) -> None:
+    """After a move the old port may be bound by a server of another job (the platform
+    reuses ports): it refuses this job's token, and the calls go on to the shard's backup."""
+    servers = servers_r1
+    client = _client(servers, 1)
+    other_job = grpc.server(
+        ThreadPoolExecutor(2),
+        handlers=[_Cancelling()],
+        interceptors=[rpc.BearerAuthInterceptor("another-jobs-token")],
+    )
+    port = other_job.add_insecure_port("127.0.0.1:0")
+    other_job.start()
+    try:
+        with Pusher(client) as pusher:
+            pusher.pushes_after(5)
+            client.move([*servers.addresses[:1], f"127.0.0.1:{port}", servers.addresses[2]])
+            pusher.pushes_after(20)
+        assert client._routes.server(1) == 2
+        _assert_state_is_the_replay(client, pusher)
+    finally:
+        other_job.stop(0)
+        client.close()
+
+
+def test_a_token_every_replica_refuses_fails_the_call_at_once(servers_r1: Servers) -> None:
+    client = PSClient(servers_r1.addresses, "not-this-jobs-token", timeout=30, replication=1)
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as refused:
+        client.pull_dense(1, "w")
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert time.monotonic() - started < 5  # not after the whole failover window
+    client.close()
