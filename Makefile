@@ -4,31 +4,45 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.dev-stamp
 TORCH_STAMP := $(VENV)/.torch-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
+UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
 
-.PHONY: demo test faults install frontend sandbox lint audit typecheck proto clean
+.PHONY: demo test faults screenshots install dev frontend sandbox lint audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
+# What running needs only (make demo); uv installs it (a runtime dependency anyway: the
+# agent builds job environments with it), in parallel, in a fraction of pip's time.
 $(STAMP): pyproject.toml platform/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e . -e "./platform[dev]"
-	touch $@
+	@echo "make: installing TrainHub into $(VENV) (what running needs)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -qq "uv>=0.4"
+	@$(UV) -e . -e ./platform
+	@touch $@
+
+# The test and lint toolchain (Playwright, mypy, schemathesis…): make test and make lint.
+$(DEV_STAMP): $(STAMP)
+	@echo "make: installing the test and lint toolchain into $(VENV)"
+	@$(UV) -e . -e "./platform[dev]"
+	@touch $@
 
 # The runtime's `torch` extra, for the tests and the type checks of ps_runtime.pytorch and
 # the examples (the demo needs none: a job asks its nodes for torch in its environment).
 # Pinned: unpinned, pip may pick a multi-GB CUDA build where this version's CPU wheel is
 # at hand.
-$(TORCH_STAMP): $(STAMP)
+$(TORCH_STAMP): $(DEV_STAMP)
 	$(PY) -m pip install --quiet -e ".[torch]" "torch==2.13.0"
 	touch $@
 
 $(BUNDLE): frontend/package.json frontend/package-lock.json $(shell find frontend/src -type f)
-	cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build
+	@echo "make: building the browser bundle (frontend/dist)"
+	@cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build >/dev/null
 
 install: $(STAMP) $(BUNDLE)
+
+dev: install $(DEV_STAMP)
 
 frontend: $(BUNDLE)
 
@@ -52,17 +66,25 @@ demo: install sandbox
 ## Run the whole test suite (needs PostgreSQL and Redis; see README "Tests")
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-test: install sandbox $(TORCH_STAMP)
+test: dev sandbox $(TORCH_STAMP)
 	cd frontend && npm test --silent
 	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
 
+## Rewrite the README's screenshots (docs/screenshots/) from the browser tests; a plain
+## test run writes none
+screenshots: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+screenshots: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+screenshots: export TRAINHUB_SCREENSHOTS = 1
+screenshots: dev sandbox
+	$(PY) -m pytest tests/e2e/web $(PYTEST_ARGS)
+
 ## The fault suite: one fault per case on a services-mode cluster of its own (PostgreSQL
 ## and Redis instances it starts itself); prints each case's recovery time
-faults: install sandbox
+faults: dev sandbox
 	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
 
 ## Every gate fails the build: style, formatting, layering (import-linter) and types
-lint: $(STAMP) $(TORCH_STAMP)
+lint: $(DEV_STAMP) $(TORCH_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
@@ -70,10 +92,10 @@ lint: $(STAMP) $(TORCH_STAMP)
 
 ## Known-vulnerable dependencies: every installed package checked against PyPI's advisories;
 ## --strict fails when a package cannot be checked (e.g. PyPI's JSON API is unreachable)
-audit: $(STAMP)
+audit: $(DEV_STAMP)
 	$(VENV)/bin/pip-audit --strict --progress-spinner off
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(VENV)/bin/mypy
 
 proto:

@@ -17,7 +17,9 @@ from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, R
 
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
-# README screenshots come from the tests (`save_screenshot`), so they stay current.
+# README screenshots come from the tests (`save_screenshot`), so they stay current; they
+# are written only when asked (`make screenshots` sets TRAINHUB_SCREENSHOTS=1), so a test
+# run leaves the checkout as it was.
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 
 CHROMIUM_FLAGS = [
@@ -146,8 +148,15 @@ def assert_accessible(page: Page) -> None:
     page.emulate_media(color_scheme="light")
 
 
-def save_screenshot(page: Page, name: str) -> Path:
-    """Save a screenshot for the README under docs/screenshots/<name>.png."""
+def screenshots_asked() -> bool:
+    return os.environ.get("TRAINHUB_SCREENSHOTS") == "1"
+
+
+def save_screenshot(page: Page, name: str) -> Path | None:
+    """Save a screenshot for the README under docs/screenshots/<name>.png when asked
+    (TRAINHUB_SCREENSHOTS=1); else nothing is written and None is returned."""
+    if not screenshots_asked():
+        return None
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)

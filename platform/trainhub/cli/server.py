@@ -230,18 +230,34 @@ def _local_credential_usable(state_file: Path) -> bool:
 
 
 def _banner(url: str, data_dir: Path, password: str | None) -> None:
+    """What the standalone says once it is up: the address and how to sign in come last,
+    where a terminal leaves them in view."""
     lines = [
         "",
-        f"TrainHub is up at {url}/",
         f"  API docs:  {url}/api/docs/      admin: {url}/admin/",
         f"  logs:      {data_dir / 'logs'}",
+        f"  forgot the admin password? {_changepassword_command(data_dir)}",
+        "  Ctrl-C stops everything.",
+        "",
+        f"TrainHub is up at {url}/",
     ]
     if password:
         lines.append(f"  sign in as admin with password {password}  (shown only this once)")
     else:
         lines.append(
             "  sign in as admin (password from TRAINHUB_ADMIN_PASSWORD, or the one shown on "
-            "first start; reset it with `trainhub manage changepassword admin`)"
+            "first start)"
         )
-    lines.append("  Ctrl-C stops everything.")
     print("\n".join(lines), flush=True)
+
+
+def _changepassword_command(data_dir: Path) -> str:
+    """The command that resets the admin's password of this standalone, as typed from the
+    current directory."""
+    cli = Path(sys.executable).parent / "trainhub"
+    if cli.is_relative_to(Path.cwd()):
+        cli = cli.relative_to(Path.cwd())
+    command = f"{cli} manage changepassword admin"
+    if data_dir != Path("var").resolve():
+        command = f"TRAINHUB_DATA_DIR={data_dir} {command}"
+    return command
