@@ -38,7 +38,7 @@ $(TORCH_STAMP): $(DEV_STAMP)
 
 $(BUNDLE): frontend/package.json frontend/package-lock.json $(shell find frontend/src -type f)
 	@echo "make: building the browser bundle (frontend/dist)"
-	@cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build >/dev/null
+	@cd frontend && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run --silent build
 
 install: $(STAMP) $(BUNDLE)
 
@@ -60,7 +60,8 @@ sandbox:
 	  fi; }
 
 ## Start TrainHub standalone (SQLite, embedded broker, a local agent) on http://127.0.0.1:$(PORT)/
-demo: install sandbox
+demo:
+	@$(MAKE) --no-print-directory -j3 install sandbox
 	$(VENV)/bin/trainhub standalone --port $(PORT)
 
 ## Run the whole test suite (needs PostgreSQL and Redis; see README "Tests")

@@ -12,7 +12,8 @@ exactly as it is served (its default job, no edits) and waits for the job to end
 
 Prints one JSON object: seconds to the banner and to the signed-in dashboard, the
 environment's size in MB, how many lines `make demo` printed, whether its last two were
-the URL and the password, and with `--job` the job's state and seconds to it.
+the URL and the password, when each of make's steps began (`stages`), and with `--job`
+the job's state and seconds to it. make's output goes to stderr.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def main() -> int:
             PIP_NO_CACHE_DIR="1",
         )
     lines: list[str] = []
+    stages: list[tuple[float, str]] = []  # (seconds, line) of make's steps and the banner
     banner, password = threading.Event(), [""]
     started = time.monotonic()
     make = subprocess.Popen(
@@ -166,6 +168,8 @@ def main() -> int:
         assert make.stdout is not None
         for line in make.stdout:
             lines.append(line.rstrip("\n"))
+            if line.startswith(("make: ", "TrainHub")):
+                stages.append((round(time.monotonic() - started, 1), line.strip()))
             found = re.search(r"sign in as admin with password (\S+)", line)
             if found:
                 password[0] = found[1]
@@ -185,6 +189,7 @@ def main() -> int:
             time.sleep(0.5)  # anything printed right after the banner
             shown = [line for line in lines if line.strip()]
             result["lines_printed"] = len(lines)
+            result["stages"] = stages
             result["ends_with_url_and_password"] = bool(
                 len(shown) >= 2
                 and shown[-2].startswith("TrainHub is up at")
@@ -203,6 +208,7 @@ def main() -> int:
                 os.killpg(make.pid, signal.SIGKILL)
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
+    print("\n".join(lines), file=sys.stderr)
     print(json.dumps(result))
     return 0
 
