@@ -101,8 +101,10 @@ class _WorkerHandle:
         self._channel = rpc.create_channel(address)
         self._stub = ps_pb2_grpc.WorkerStub(self._channel)  # type: ignore[no-untyped-call]
         self._slots = threading.Semaphore(max_in_flight)
-        self._healthy = threading.Event()  # cleared while the worker is unavailable
-        self._healthy.set()
+        # Set while the worker answers. A new worker is asked first (it may still be
+        # starting: a routine scale-up, not a failure); `_served` says it answered once.
+        self._healthy = threading.Event()
+        self._served = False
         self._draining = threading.Event()  # set by remove_worker: take no new closures
         self._lock = threading.Lock()
         self._drained = threading.Condition(self._lock)  # in-flight count dropped to zero
@@ -137,11 +139,15 @@ class _WorkerHandle:
         delay = 0.2
         while self._running():
             if rpc.check_health(self.address, self._token, timeout=1.0):
-                log.warning("worker %d at %s is available again", self.index, self.address)
+                if self._served:
+                    log.warning("worker %d at %s is available again", self.index, self.address)
+                else:
+                    log.info("worker %d at %s is serving", self.index, self.address)
+                self._served = True
                 self._healthy.set()
                 return
             self._draining.wait(delay)
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, 5.0 if self._served else 1.0)
 
     def _on_done(self, closure: Closure, future: Any) -> None:
         try:

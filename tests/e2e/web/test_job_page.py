@@ -87,6 +87,8 @@ def test_a_member_watches_a_running_job_and_cancels_it(
         page.get_by_label("Workers").fill("2")
         page.get_by_role("button", name="Scale").click()
         expect(page.locator("#job-actions .notice")).to_contain_text("Target set to 2 workers")
+        # Carried out at the scheduler's next cycle: no freeze window is promised.
+        expect(page.locator("#job-actions .notice")).to_contain_text("at its next cycle")
         expect(page.locator("#workers-target")).to_have_text("2")
 
         # Cancel, confirmed in the dialog; the state arrives over the feed.

@@ -40,8 +40,8 @@ class Tasks:
     def __init__(self) -> None:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, role: str, index: int = 0) -> str:
-        address = _free_address()
+    def start(self, role: str, index: int = 0, address: str | None = None) -> str:
+        address = address or _free_address()
         env = dict(
             os.environ,
             TRAINHUB_ROLE=role,
@@ -208,5 +208,30 @@ def test_coordinator_follows_the_cluster_file(
         wait_workers({second})
         coordinator.join(timeout=60)
         assert [v.fetch() for v in values] == list(range(30))
+    finally:
+        coordinator.shutdown()
+
+
+def test_a_worker_added_before_it_serves_is_waited_for_without_a_warning(
+    tasks: Tasks, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A scale-up names the new worker as soon as it is placed, before its process serves:
+    routine, so the coordinator waits for it and says so at INFO, and no closure fails."""
+    ps, first = tasks.start("ps"), tasks.start("worker")
+    coordinator = _coordinator([ps], [first], max_in_flight_per_worker=1)
+    try:
+        second = _free_address()
+        with caplog.at_level("INFO", logger="ps_runtime.coordinator"):
+            coordinator.add_worker(second)  # nothing listens there yet
+            values = [coordinator.schedule(closure_fns.slow_identity, (i, 0.05)) for i in range(20)]
+            time.sleep(1.0)
+            tasks.start("worker", 1, second)  # its process starts a while after
+            coordinator.join(timeout=60)
+            deadline = time.monotonic() + 60
+            while not any(f"worker 1 at {second} is serving" in m for m in caplog.messages):
+                assert time.monotonic() < deadline, caplog.messages
+                time.sleep(0.2)
+        assert [v.fetch() for v in values] == list(range(20))
+        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []
     finally:
         coordinator.shutdown()

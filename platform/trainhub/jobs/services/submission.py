@@ -107,7 +107,8 @@ def clone_job(*, job: Job, user: User, spec: JobSpec, now: datetime) -> Job:
 def scale_job(*, job: Job, workers: int, actor: str, now: datetime) -> Job:
     """Set how many workers the job should run, within its spec's min and max.
 
-    The scheduler grows or shrinks the job towards the target (outside its freeze window).
+    The scheduler grows or shrinks the job towards the target at its next cycle: the
+    freeze window spaces only its own resizes, not an owner's target.
 
     Raises:
         ScaleError: `workers` is outside min..max.

@@ -92,6 +92,7 @@ def job_scale(request: HttpRequest, job_id: int) -> HttpResponse:
     return _answer(
         request,
         job,
-        notice=f"Target set to {workers} workers: the scheduler resizes the job "
-        "outside its freeze window.",
+        notice=f"Target set to {workers} workers: the scheduler resizes the job at its next "
+        "cycle (a target you set is not held back by the freeze window, which only spaces "
+        "the scheduler's own resizes).",
     )
