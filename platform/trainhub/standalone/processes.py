@@ -65,7 +65,7 @@ def web_command(host: str, port: int) -> list[str]:
         "--port",
         str(port),
         "--ws",
-        "websockets",
+        "websockets-sansio",  # the `websockets` implementation is deprecated (uvicorn 0.35)
         "--lifespan",
         "off",
         "--no-access-log",
