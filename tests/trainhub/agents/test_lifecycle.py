@@ -126,15 +126,15 @@ def test_lost_worker_is_relaunched_while_the_job_keeps_running(setup: dict[str, 
     assert (relaunched["id"], relaunched["attempt"]) == (worker["id"], 2)
     assert relaunched["env"]["TRAINHUB_BIND"] == worker["env"]["TRAINHUB_BIND"]
     assert job.events.filter(kind="restart").get().reason == (
-        "worker 0 exited with code 137; relaunching it (restart 1 of 1)"
+        "worker 0 was killed by SIGKILL (exit code 137); relaunching it (restart 1 of 1)"
     )
     report(setup["node"].pk, worker, "stopped")  # the old attempt's late report: ignored
     report(setup["node"].pk, relaunched, "running")
     report(setup["node"].pk, relaunched, "failed", 137)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert (
-        job.message == "worker 0 exited with code 137 (after 1 restarts, the spec's max_restarts)"
+    assert job.message == (
+        "worker 0 was killed by SIGKILL (exit code 137) (after 1 restart, the spec's max_restarts)"
     )
 
 
@@ -184,8 +184,8 @@ def test_a_coordinator_killed_by_a_signal_restarts_the_job(setup: dict[str, Any]
     job.refresh_from_db()
     assert job.state == JobState.RESTARTING
     assert job.events.filter(to_state=JobState.RESTARTING).get().reason == (
-        "coordinator 0 exited with code 137; restarting the job from its last checkpoint "
-        "(restart 1 of 1)"
+        "coordinator 0 was killed by SIGKILL (exit code 137); restarting the job from its "
+        "last checkpoint (restart 1 of 1)"
     )
 
 

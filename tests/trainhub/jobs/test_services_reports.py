@@ -135,7 +135,7 @@ def test_a_failed_worker_is_relaunched_until_max_restarts(world: World, publishe
     _report(worker, TaskState.FAILED, 1)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert job.message == "worker 0 exited with code 1 (after 1 restarts, the spec's max_restarts)"
+    assert job.message == "worker 0 exited with code 1 (after 1 restart, the spec's max_restarts)"
 
 
 def test_a_lost_parameter_server_restarts_the_whole_job(world: World) -> None:

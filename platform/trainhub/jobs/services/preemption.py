@@ -15,6 +15,7 @@ from django.db.models import F
 from ps_runtime.taskenv import EXIT_STOPPED_AFTER_CHECKPOINT
 
 from ..choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
+from ..exits import exit_status
 from ..models import Job, Task
 from .transitions import notify_nodes, record_event, stop_tasks, transition_job
 
@@ -77,7 +78,7 @@ def record_coordinator_stopped(
     else:
         lost, every = work_since_checkpoint(job, now)
         reason = (
-            f"the coordinator stopped without a new checkpoint (exit code {exit_code}); "
+            f"the coordinator stopped without a new checkpoint ({exit_status(exit_code)}); "
             f"the job will resume from its last periodic checkpoint, losing {_work(lost, every)}"
         )
     record_event(job, kind="checkpoint", reason=reason, actor=actor, now=now)

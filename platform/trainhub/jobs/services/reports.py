@@ -12,6 +12,7 @@ from django.db.models import F
 from ps_runtime.taskenv import EXIT_ENVIRONMENT, EXIT_PS_LOST
 
 from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
+from ..exits import describe_exit
 from ..models import Job, Task
 from .placement import new_attempt
 from .preemption import advance_preemption, record_coordinator_stopped
@@ -121,15 +122,17 @@ def _ended(
         detail = f"{task.role} {task.index} could not start: {message}"
         transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
         return
-    what = f"{task.role} {task.index} exited with code {exit_code}"
-    detail = f"{what}: {message}" if message else what
+    what = f"{task.role} {task.index} {describe_exit(exit_code)}"
+    # The agent's own message often says the same ("exited with code 3"): once is enough.
+    detail = f"{what}: {message}" if message and message not in what else what
     max_restarts = job.job_spec.max_restarts
     restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
     if restartable and job.restarts < max_restarts:
         _restart_after_failure(job, task, exit_code, detail, actor=actor, now=now)
         return
     if restartable and max_restarts:
-        detail = f"{detail} (after {job.restarts} restarts, the spec's max_restarts)"
+        spent = f"{job.restarts} restart{'' if job.restarts == 1 else 's'}"
+        detail = f"{detail} (after {spent}, the spec's max_restarts)"
     transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
 
 
