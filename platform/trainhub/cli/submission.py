@@ -43,6 +43,7 @@ def submit(args: argparse.Namespace) -> None:
         print_json(job)
     else:
         print(f"submitted job {job['id']} ({job['name']}, team {job['team']}): {job['state']}")
+        print(f"  watch it at {client.url}/jobs/{job['id']}/")
 
 
 def _print_preview(preview: dict[str, Any], *, json_out: bool) -> None:

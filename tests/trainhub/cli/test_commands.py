@@ -87,6 +87,7 @@ def test_submit_jobs_describe_scale_cancel(user: dict[str, Any]) -> None:
     assert submitted.returncode == 0, submitted.stderr
     assert "submitted job" in submitted.stdout and "pending" in submitted.stdout
     job_id = Job.objects.get().pk
+    assert f"{user['url']}/jobs/{job_id}/" in submitted.stdout  # the job's page
 
     table = trainhub(config, "jobs", "--team", "recsys", "--state", "pending")
     assert table.returncode == 0
