@@ -7,11 +7,14 @@ export class LiveSocket {
   /**
    * @param {string} path  the feed's path on this host, e.g. `/ws/jobs/7/`
    * @param {{onMessage: (msg: object) => void, onStatus?: (live: boolean) => void,
-   *          onReconnect?: () => void}} handlers  `onReconnect` runs after every reconnect
-   *          (not the first connect): refetch what may have been missed while away.
+   *          onReconnect?: () => void, parse?: (text: string) => object | null}} handlers
+   *          `onReconnect` runs after every reconnect (not the first connect): refetch what
+   *          may have been missed while away. `parse` reads a message (null: dropped); a
+   *          page that reads more of the feed than `parseMessage` brings its own.
    */
-  constructor(path, { onMessage, onStatus = () => {}, onReconnect = () => {} }) {
+  constructor(path, { onMessage, onStatus = () => {}, onReconnect = () => {}, parse = parseMessage }) {
     this.path = path;
+    this.parse = parse;
     this.onMessage = onMessage;
     this.onStatus = onStatus;
     this.onReconnect = onReconnect;
@@ -31,7 +34,7 @@ export class LiveSocket {
       this.connectedOnce = true;
     });
     socket.addEventListener("message", (event) => {
-      const msg = parseMessage(event.data);
+      const msg = this.parse(event.data);
       if (msg !== null) this.onMessage(msg);
     });
     socket.addEventListener("close", () => {

@@ -5,12 +5,14 @@
 import { Charts } from "../lib/charts.js";
 import { refreshRelativeTimes } from "../lib/format.js";
 import { loadMetrics } from "../lib/metrics.js";
-import { groupByName, stateClass, stateReason } from "../lib/series.js";
+import { groupByName } from "../lib/series.js";
 import { LiveSocket, showLiveStatus } from "../lib/socket.js";
 import "./base.js";
 import { jobEnded, setupDialogs } from "./job/actions.js";
+import { parseJobMessage } from "./job/fields.js";
 import { JOB_TERMINAL, LastValues, formatValue, isCheckpointLine, taskSource } from "./job/logic.js";
 import { LogFeed, LogPanel, LogView } from "./job/logs.js";
+import { JobSummary } from "./job/summary.js";
 import { setupTabs } from "./job/tabs.js";
 import { TaskTable } from "./job/tasks.js";
 
@@ -85,8 +87,7 @@ class JobPage {
     });
     this.checkpointsLoaded = false;
     this.tasks = new TaskTable(document.getElementById("tasks-panel"));
-    this.stateEl = document.getElementById("job-state");
-    this.reasonEl = document.getElementById("job-reason");
+    this.summary = new JobSummary(root);
     this.liveEl = document.getElementById("live-status");
   }
 
@@ -116,7 +117,9 @@ class JobPage {
   }
 
   connect() {
+    // The server sends the job's fields at every (re)connect, then each change.
     new LiveSocket(this.wsPath, {
+      parse: parseJobMessage,
       onMessage: (msg) => this.handle(msg),
       onStatus: (live) => showLiveStatus(this.liveEl, live),
       // What happened while we were away came neither over the feed nor in the first fetch.
@@ -149,19 +152,14 @@ class JobPage {
       case "event":
         this.appendEvent(msg);
         break;
+      case "result":
+        this.summary.showResult(msg.rows);
+        break;
     }
   }
 
   showState(msg) {
-    if (this.stateEl) {
-      this.stateEl.className = stateClass(msg.state);
-      this.stateEl.textContent = msg.state;
-    }
-    if (this.reasonEl) {
-      const preparing = msg.state === "preparing" ? this.root.dataset.preparingNote : "";
-      this.reasonEl.textContent = stateReason(msg) || preparing || "";
-    }
-    this.refreshQueue();
+    if (this.summary.show(msg)) this.refreshQueue();
     if (JOB_TERMINAL.has(msg.state)) jobEnded();
   }
 

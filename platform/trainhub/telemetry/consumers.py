@@ -1,4 +1,5 @@
-"""The browser's live feed of one job: state changes, metric points and log lines."""
+"""The browser's live feed of one job: its fields, events, tasks, metric points, log lines
+and result."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.contrib.auth import get_user_model
 from trainhub.jobs.models import Job
 from trainhub.opmetrics import WEBSOCKET_CLIENTS
 
-from .live import job_group, user_group
+from .live import current, job_group, user_group
 
 
 class JobStreamConsumer(AsyncJsonWebsocketConsumer):
@@ -19,8 +20,8 @@ class JobStreamConsumer(AsyncJsonWebsocketConsumer):
     at connect, and again whenever their access changes (`AccessChanged`: removed from a
     team, platform role or password changed, deactivated).
 
-    The messages come from `live.on_event`; each handler below renames the channel-layer
-    type to the one the browser reads.
+    The messages come from `live.on_event` (and `live.current` at connect); each handler
+    below renames the channel-layer type to the one the browser reads.
     """
 
     job_id: int
@@ -37,6 +38,10 @@ class JobStreamConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(job_group(self.job_id), self.channel_name)
         await self.accept()
         WEBSOCKET_CLIENTS.labels("browser").inc()
+        # After joining the group: what changed since the page was rendered (or while a
+        # reconnecting page was away) is sent now, anything later comes through the group.
+        for message in await database_sync_to_async(current)(self.job_id):
+            await getattr(self, message["type"].replace(".", "_"))(message)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "job_id"):
@@ -61,6 +66,9 @@ class JobStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def job_state(self, event: dict[str, Any]) -> None:
         await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "state"})
+
+    async def job_result(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "result", "rows": event["rows"]})
 
     async def job_event(self, event: dict[str, Any]) -> None:
         await self.send_json({k: v for k, v in event.items() if k != "type"} | {"type": "event"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry import live
 from trainhub.telemetry.consumers import JobStreamConsumer
+from trainhub.telemetry.models import LogLine
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
@@ -24,21 +26,64 @@ from ..factories import make_job, make_team, make_user
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TIME = "2026-01-01T12:00:00+00:00"
+STARTED = datetime(2026, 1, 1, 11, 0, tzinfo=UTC)
+FINISHED = datetime(2026, 1, 1, 11, 30, tzinfo=UTC)
+# The watched job's row while the cases run: every `state` message carries it as stored.
+ROW = {
+    "state": "failed",
+    "message": "worker 0 exited with code 3",
+    "started_at": STARTED,
+    "finished_at": FINISHED,
+    "restarts": 2,
+    "preemptions": 1,
+    "target_workers": 3,
+}
+FIELDS = {
+    "type": "state",
+    "state": "failed",
+    "message": "worker 0 exited with code 3",
+    "pending_reason": "",
+    "started_at": "2026-01-01T11:00:00+00:00",
+    "finished_at": "2026-01-01T11:30:00+00:00",
+    "restarts": 2,
+    "preemptions": 1,
+    "workers": 3,
+}
 
 
-def _feed_cases(job_id: int) -> list[tuple[events.Event, dict[str, Any]]]:
+def _history(job_id: int, kind: str) -> events.JobEventRecorded:
+    return events.JobEventRecorded(
+        job_id=job_id, time=TIME, kind=kind, reason="r", actor="scheduler", to_state=""
+    )
+
+
+def _history_message(kind: str) -> dict[str, Any]:
+    return {
+        "type": "event",
+        "time": TIME,
+        "kind": kind,
+        "from_state": "",
+        "to_state": "",
+        "reason": "r",
+        "actor": "scheduler",
+    }
+
+
+def _feed_cases(job_id: int) -> list[tuple[events.Event, list[dict[str, Any]]]]:
     """(event, what the browser receives) for every event kind the feed carries."""
     point = {"name": "loss", "step": 3, "value": 0.5, "time": TIME}
     line = {"id": 9, "source": "worker-0", "stream": "stdout", "line": "hi", "time": TIME}
+    result = {
+        "id": 10,
+        "source": "coordinator-0",
+        "stream": "stdout",
+        "line": '{"result": {"rmse": 0.91234567, "epochs": 5}}',
+        "time": TIME,
+    }
     return [
-        (
-            events.JobStateChanged(job_id=job_id, state="failed", message="worker 0 exited"),
-            {"type": "state", "state": "failed", "message": "worker 0 exited"},
-        ),
-        (
-            events.JobStateChanged(job_id=job_id, state="pending", pending_reason="no room"),
-            {"type": "state", "state": "pending", "message": "", "pending_reason": "no room"},
-        ),
+        # What the event says is already in the row, which may be newer still: the row wins.
+        (events.JobStateChanged(job_id=job_id, state="running", message=""), [FIELDS]),
+        (events.JobPendingReasonChanged(job_id=job_id, pending_reason="no room"), [FIELDS]),
         (
             events.JobEventRecorded(
                 job_id=job_id,
@@ -49,36 +94,49 @@ def _feed_cases(job_id: int) -> list[tuple[events.Event, dict[str, Any]]]:
                 from_state="pending",
                 to_state="starting",
             ),
-            {
-                "type": "event",
-                "time": TIME,
-                "kind": "state",
-                "from_state": "pending",
-                "to_state": "starting",
-                "reason": "placed on node 1",
-                "actor": "scheduler",
-            },
+            [
+                {
+                    "type": "event",
+                    "time": TIME,
+                    "kind": "state",
+                    "from_state": "pending",
+                    "to_state": "starting",
+                    "reason": "placed on node 1",
+                    "actor": "scheduler",
+                }
+            ],  # its JobStateChanged sends the fields
         ),
+        # A restart changes the job's counters without a state change.
+        (_history(job_id, "restart"), [_history_message("restart"), FIELDS]),
         (
             events.TaskStateChanged(
                 job_id=job_id, task_id=5, role="worker", index=1, state="running", ended=False
             ),
-            {
-                "type": "task",
-                "task": 5,
-                "role": "worker",
-                "index": 1,
-                "state": "running",
-                "message": "",
-            },
+            [
+                {
+                    "type": "task",
+                    "task": 5,
+                    "role": "worker",
+                    "index": 1,
+                    "state": "running",
+                    "message": "",
+                }
+            ],
         ),
         (
             events.MetricPointsIngested(job_id=job_id, points=(point,)),
-            {"type": "metrics", "points": [point]},
+            [{"type": "metrics", "points": [point]}],
         ),
         (
             events.LogLinesIngested(job_id=job_id, lines=(line,)),
-            {"type": "logs", "lines": [line]},
+            [{"type": "logs", "lines": [line]}],
+        ),
+        (
+            events.LogLinesIngested(job_id=job_id, lines=(line, result)),
+            [
+                {"type": "logs", "lines": [line, result]},
+                {"type": "result", "rows": [["rmse", "0.912346"], ["epochs", "5"]]},
+            ],
         ),
     ]
 
@@ -95,6 +153,8 @@ def _watch(
         connected, _ = await browser.connect()
         assert connected
         try:
+            first = await browser.receive_json_from(timeout=2)  # the job's fields, at once
+            assert first["type"] == "state", first
             await scenario(browser)
         finally:
             await browser.disconnect()
@@ -113,11 +173,14 @@ def test_each_event_kind_reaches_the_browser_as_the_page_reads_it(
     watched: tuple[User, Job],
 ) -> None:
     alice, job = watched
+    Job.objects.filter(pk=job.pk).update(**ROW)
 
     async def scenario(browser: WebsocketCommunicator) -> None:
         for event, expected in _feed_cases(job.pk):
             await database_sync_to_async(live.on_event)(event)
-            assert await browser.receive_json_from(timeout=2) == expected
+            got = [await browser.receive_json_from(timeout=2) for _ in expected]
+            assert got == expected, event
+        assert await browser.receive_nothing(timeout=0.3)
 
     _watch(alice, job.pk, scenario)
 
@@ -181,5 +244,32 @@ def test_a_user_who_may_not_see_the_job_gets_no_feed(watched: tuple[User, Job]) 
         browser.scope["url_route"] = {"kwargs": {"job_id": job.pk}}
         connected, code = await browser.connect()
         assert not connected and code == 4403
+
+    async_to_sync(run)()
+
+
+def test_a_browser_that_connects_gets_the_job_as_stored_and_its_result(
+    watched: tuple[User, Job],
+) -> None:
+    """What changed between the page's render and its socket, or while a page was away."""
+    alice, job = watched
+    Job.objects.filter(pk=job.pk).update(**ROW)
+    LogLine.objects.create(
+        job=job, source="coordinator-0", stream="stdout", line='{"result": 0.5}', time=STARTED
+    )
+
+    async def run() -> None:
+        browser = WebsocketCommunicator(JobStreamConsumer.as_asgi(), f"/ws/jobs/{job.pk}/")
+        browser.scope["user"] = alice
+        browser.scope["url_route"] = {"kwargs": {"job_id": job.pk}}
+        connected, _ = await browser.connect()
+        assert connected
+        assert await browser.receive_json_from(timeout=2) == FIELDS
+        assert await browser.receive_json_from(timeout=2) == {
+            "type": "result",
+            "rows": [["result", "0.5"]],
+        }
+        assert await browser.receive_nothing(timeout=0.3)
+        await browser.disconnect()
 
     async_to_sync(run)()

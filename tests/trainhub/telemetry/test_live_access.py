@@ -35,6 +35,7 @@ def _feed_after(user: User, job: Job, change: Callable[[], None]) -> str:
         browser.scope["url_route"] = {"kwargs": {"job_id": job.pk}}
         connected, _ = await browser.connect()
         assert connected
+        assert (await browser.receive_json_from(timeout=2))["type"] == "state"  # at connect
         await database_sync_to_async(change)()
         state = events.JobStateChanged(job_id=job.pk, state="running", message="")
         await database_sync_to_async(live.on_event)(state)

@@ -8,7 +8,6 @@ fragments of their own, so a task change re-renders the table, not the page.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -22,21 +21,16 @@ from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from trainhub.jobs.choices import JOB_TERMINAL, JobState, TaskRole
+from trainhub.jobs.choices import JOB_TERMINAL, JobState
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.policies import can_cancel, can_clone, can_scale
 from trainhub.scheduling.preview import forecast_start
 from trainhub.scheduling.queue import queue_positions
-from trainhub.telemetry.models import JobTelemetry, LogLine
+from trainhub.telemetry.models import JobTelemetry
+from trainhub.telemetry.results import coordinator_result, result_rows
 
 # The newest events the page shows; the API (`events/`) has them all.
 EVENTS_SHOWN = 200
-# The coordinator prints the entrypoint's return value as one JSON line (ps_runtime.task).
-RESULT_PREFIX = '{"result": '
-COORDINATOR_SOURCE = f"{TaskRole.COORDINATOR}-0"
-# Longer result values (histories, lists) are cut to this many characters on the page.
-RESULT_VALUE_CHARS = 160
-
 # Beside the `preparing` badge while the job says nothing more (job.js shows it too).
 PREPARING_NOTE = "a node is building the job's Python environment (its tasks show how far)"
 
@@ -75,25 +69,6 @@ def queue_context(job: Job, *, position: bool = True) -> dict[str, Any]:
     }
 
 
-def coordinator_result(job: Job) -> Any:
-    """What the job's entrypoint returned, as its coordinator printed it; None if it did
-    not (yet). Read only for finished jobs: the line is printed just before the end."""
-    if job.state not in JOB_TERMINAL:
-        return None
-    line = (
-        LogLine.objects.filter(job=job, source=COORDINATOR_SOURCE, line__startswith=RESULT_PREFIX)
-        .order_by("-id")
-        .values_list("line", flat=True)
-        .first()
-    )
-    if line is None:
-        return None
-    try:
-        return json.loads(line)["result"]
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
 def telemetry_notices(job: Job) -> list[str]:
     """What the job's telemetry budgets dropped and retention deleted, as sentences for
     the page; none when nothing was (`job` read with `select_related("telemetry")`)."""
@@ -119,25 +94,6 @@ def telemetry_notices(job: Job) -> list[str]:
             "(retention); charts show blocks of 16 steps."
         )
     return notices
-
-
-def _shown_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value)
-    return text if len(text) <= RESULT_VALUE_CHARS else text[: RESULT_VALUE_CHARS - 1] + "…"
-
-
-def result_rows(result: Any) -> list[tuple[str, str]]:
-    """The result as (name, value) rows; a result that is not a mapping is one row."""
-    if result is None:
-        return []
-    if isinstance(result, dict):
-        return [(str(key), _shown_value(value)) for key, value in result.items()]
-    return [("result", _shown_value(result))]
 
 
 def action_context(
@@ -191,7 +147,7 @@ def page_context(request: HttpRequest, job: Job, **actions: Any) -> dict[str, An
         "events_truncated": len(newest) > EVENTS_SHOWN,
         "checkpoint_events": checkpoint_events,
         "checkpoint_dir": os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
-        "result_rows": result_rows(coordinator_result(job)),
+        "result_rows": result_rows(coordinator_result(job.pk)) if job.state in JOB_TERMINAL else [],
         "telemetry_notices": telemetry_notices(job),
         "preparing_note": PREPARING_NOTE,
     }
