@@ -310,6 +310,8 @@ SPECTACULAR_SETTINGS = {
         "PriorityEnum": "trainhub.tenancy.choices.Priority",
     },
     "COMPONENT_SPLIT_REQUEST": True,
+    # Operations are tagged by the first path segment after this (jobs, teams, nodes…).
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
     # 3.1 is JSON Schema: `propertyNames` (node labels) and the rest mean what they say.
     "OAS_VERSION": "3.1.0",
     "GET_LIB_DOC_EXCLUDES": "trainhub.api.schema.lib_doc_excludes",

@@ -29,6 +29,24 @@ def test_docs_and_schema_are_served_locally() -> None:
         assert path in schema["paths"]
 
 
+def test_operations_are_grouped_by_resource_and_components_are_named_once() -> None:
+    """The docs page lists operations under their resource (jobs, teams, nodes…), not one
+    `v1` heading; a request body's component is `<Name>Request`, not `…RequestRequest`."""
+    client = APIClient()
+    client.force_authenticate(make_user("alice"))
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    operations = [
+        (path, op) for path, item in schema["paths"].items() for op in item.values() if "tags" in op
+    ]
+    for path, op in operations:
+        resource = path.removeprefix("/api/v1/").split("/")[0]
+        assert op["tags"] == [resource], (path, op["tags"])
+    assert {"jobs", "teams", "nodes", "users"} <= {op["tags"][0] for _, op in operations}
+    names = set(schema["components"]["schemas"])
+    assert not [n for n in names if n.endswith("RequestRequest")], sorted(names)
+    assert {"CloneRequest", "ScaleRequest", "WhatIfRequest"} <= names
+
+
 @pytest.mark.parametrize("path", ["/api/schema/", "/api/docs/"])
 def test_the_schema_and_the_docs_need_a_login(path: str) -> None:
     anonymous = APIClient().get(path)

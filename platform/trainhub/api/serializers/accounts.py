@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from trainhub.strictjson import JsonTypedSerializer
@@ -18,6 +19,8 @@ class ApiTokenSerializer(serializers.Serializer):
     current = serializers.BooleanField(help_text="Whether this request used this token.")
 
 
+# Read from requests only: its schema component is "ApiTokenRequest", not "…RequestRequest".
+@extend_schema_serializer(component_name="ApiToken")
 class ApiTokenRequestSerializer(JsonTypedSerializer):
     expires_at = serializers.DateTimeField(
         required=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from trainhub.jobs.models import Job, JobEvent, Task
@@ -73,12 +74,16 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["time", "kind", "from_state", "to_state", "reason", "actor"]
 
 
+# Read from requests only: its schema component is "ScaleRequest", not "…RequestRequest".
+@extend_schema_serializer(component_name="Scale")
 class ScaleRequestSerializer(JsonTypedSerializer):
     workers = serializers.IntegerField(
         min_value=1, max_value=1024, help_text="Workers to run, within the spec's min and max."
     )
 
 
+# Read from requests only: its schema component is "CloneRequest", not "…RequestRequest".
+@extend_schema_serializer(component_name="Clone")
 class CloneRequestSerializer(JsonTypedSerializer):
     name = serializers.CharField(
         max_length=100,

@@ -6,7 +6,7 @@ from functools import cached_property
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from ps_runtime.agent.labels import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN, LabelError, check_labels
@@ -210,6 +210,8 @@ class EnrollmentTokenSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+# Read from requests only: its schema component is "EnrollmentTokenRequest", not "…RequestRequest".
+@extend_schema_serializer(component_name="EnrollmentToken")
 class EnrollmentTokenRequestSerializer(JsonTypedSerializer):
     description = serializers.CharField(max_length=200, required=False, allow_blank=True)
     expires_at = serializers.DateTimeField(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from trainhub.scheduling.policy import POLICIES
@@ -33,6 +34,8 @@ class QuotaChangeSerializer(StrictSerializer):
     lending_limit = LimitChangeSerializer(required=False)
 
 
+# Read from requests only: its schema component is "WhatIfRequest", not "…RequestRequest".
+@extend_schema_serializer(component_name="WhatIf")
 class WhatIfRequestSerializer(StrictSerializer):
     days = serializers.FloatField(
         min_value=0.01,

@@ -16,7 +16,12 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.http import FileResponse
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_serializer,
+    inline_serializer,
+)
 from rest_framework import authentication, exceptions, serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import BasePermission
@@ -56,6 +61,8 @@ FieldError = inline_serializer(
 Detail = inline_serializer("CodeError", {"detail": serializers.CharField()})
 
 
+# Read from requests only: its schema component is "CodeUploadRequest", not "…RequestRequest".
+@extend_schema_serializer(component_name="CodeUpload")
 class CodeUploadRequest(serializers.Serializer[Any]):
     file = serializers.FileField(help_text="A .tar.gz or .zip archive.")
     team = serializers.SlugField(
