@@ -352,6 +352,11 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
 
 # Node liveness: a node not heard from for this long gets no new tasks.
 NODE_LOST_AFTER_SECONDS = float(os.environ.get("TRAINHUB_NODE_LOST_AFTER", "30"))
+# A node on which the tasks of this many jobs in a row fail at start is cordoned, with the
+# reason on its page (`nodes.quarantine`); 0 turns it off. A task "fails at start" when it
+# ends failed before it ran, or within NODE_START_FAILURE_SECONDS of starting.
+NODE_QUARANTINE_AFTER = int(os.environ.get("TRAINHUB_NODE_QUARANTINE_AFTER", "3"))
+NODE_START_FAILURE_SECONDS = float(os.environ.get("TRAINHUB_NODE_START_FAILURE_SECONDS", "10"))
 # Lifetime of a node credential (a fraction is fine: tests use seconds); the agent
 # renews its own at two thirds of it.
 NODE_CREDENTIAL_DAYS = float(os.environ.get("TRAINHUB_NODE_CREDENTIAL_DAYS", "30"))

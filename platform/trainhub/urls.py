@@ -1,9 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from trainhub.api.errors import not_found
 from trainhub.api.health import healthz, readyz
 from trainhub.api.prometheus import metrics
+from trainhub.web import errors
 from trainhub.web.signin import throttled_sign_in
 
 urlpatterns = [
@@ -18,5 +18,7 @@ urlpatterns = [
     path("", include("trainhub.web.urls")),
 ]
 
-# JSON under /api/, the page elsewhere.
-handler404 = not_found
+# JSON under /api/, a page with the site's navigation elsewhere.
+handler403 = errors.forbidden
+handler404 = errors.not_found
+handler500 = errors.server_error

@@ -1,12 +1,11 @@
-"""The API's error answers: their bodies as the schema documents them, 409 Conflict, and a
-JSON 404 for every unknown path under `/api/`."""
+"""The API's error answers: their bodies as the schema documents them, and 409 Conflict.
+The JSON 403/404/500 for paths under `/api/` that no API view answers are
+`trainhub.web.errors`'s handlers."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.defaults import page_not_found
 from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
@@ -48,10 +47,3 @@ class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
     default_code = "conflict"
-
-
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """`handler404`: JSON under `/api/` (like every other API error), the page elsewhere."""
-    if request.path.startswith("/api/"):
-        return JsonResponse({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
-    return page_not_found(request, exception or Exception("Not found"))

@@ -6,15 +6,18 @@ is neither listed nor shown, and its page answers 404 as if it did not exist.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 from trainhub.jobs.models import Job
 from trainhub.tenancy.choices import Role
 
 from ..factories import make_job, make_team, make_user
+from ..scheduling.history_driver import record_history
 
 pytestmark = pytest.mark.django_db
 
@@ -125,3 +128,46 @@ def test_another_teams_job_page_is_not_found(teams: dict[str, Any]) -> None:
 def test_a_job_that_does_not_exist_is_not_found(teams: dict[str, Any]) -> None:
     missing = max(Job.objects.values_list("pk", flat=True)) + 1
     assert _client(teams["root"]).get(f"/jobs/{missing}/").status_code == 404
+
+
+# Query counts of the pages no other module pins (every page has one, and a browser test
+# that runs axe on it: tests/trainhub/web/test_every_page.py)
+
+
+def test_the_login_page_makes_no_query(django_assert_num_queries: Any) -> None:
+    client = Client()
+    with django_assert_num_queries(0):
+        assert client.get("/login/").status_code == 200
+    make_user("alice")
+    with django_assert_num_queries(1):  # a refused password (the user): the form again
+        assert client.post("/login/", {"username": "alice", "password": "no"}).status_code == 200
+
+
+@pytest.fixture
+def history() -> None:
+    """ann administers alpha, ben beta; a day of their jobs recorded by the platform."""
+    record_history(timezone.now() - timedelta(hours=6))
+    make_user("root", superuser=True)
+
+
+REPLAY = {
+    "days": "1",
+    "quota-alpha-cpu": "8",
+    "quota-alpha-memory_mb": "65536",
+    "quota-alpha-gpu": "0",
+    "borrow-alpha-cpu": "0",
+}
+
+
+def test_the_whatif_page_makes_a_fixed_number_of_queries(
+    history: None, django_assert_num_queries: Any
+) -> None:
+    """The form, and a replay of all the history's jobs (a query per job would show here),
+    for a team admin and a platform admin."""
+    for who, form, replay in (("ann", 5, 12), ("root", 3, 10)):
+        client = _client(User.objects.get(username=who))
+        with django_assert_num_queries(form):
+            assert client.get("/whatif/").status_code == 200
+        with django_assert_num_queries(replay):
+            response = client.get("/whatif/", REPLAY)
+        assert response.status_code == 200 and "Per team" in response.content.decode(), who
