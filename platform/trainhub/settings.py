@@ -381,6 +381,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A refused request (403, 400) is one line, not a traceback (trainhub.web.errors).
+    "filters": {"one_line_4xx": {"()": "trainhub.web.errors.OneLineClientErrors"}},
     "root": {"handlers": ["console"], "level": os.environ.get("TRAINHUB_LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "django.request": {"filters": ["one_line_4xx"]},
+    },
 }
