@@ -58,21 +58,38 @@ def _listed(problem: Any) -> Any:
 
 class JsonTypedSerializer(serializers.Serializer):
     """Refuses a field whose JSON type is not the one the field reads (nested serializers
-    check their own fields the same way when they derive from this too)."""
+    check their own fields the same way when they derive from this too).
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            problems = {
-                name: json_type_problem(field, data[name])
-                for name, field in self.fields.items()
-                if not field.read_only
-                and name in data
-                and not isinstance(field, JsonTypedSerializer)
-            }
-            found = {name: _listed(p) for name, p in problems.items() if p is not None}
-            if found:
-                raise serializers.ValidationError(found)
-        return super().to_internal_value(data)
+    Every error is reported at once: the type problems are merged with what the other
+    fields, and `validate()`, find (a type problem replaces its field's own message)."""
+
+    def run_validation(self, data: Any = fields.empty) -> Any:
+        problems = self.refusals(data) if isinstance(data, dict) else {}
+        if not problems:
+            return super().run_validation(data)
+        try:
+            super().run_validation(data)
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError(_merged(problems, exc.detail)) from None
+        raise serializers.ValidationError(problems)
+
+    def refusals(self, data: dict[str, Any]) -> dict[str, Any]:
+        """What is refused in `data` before its values are read: {field: errors}."""
+        problems = {
+            name: json_type_problem(field, data[name])
+            for name, field in self.fields.items()
+            if not field.read_only and name in data and not isinstance(field, JsonTypedSerializer)
+        }
+        return {name: _listed(p) for name, p in problems.items() if p is not None}
+
+
+def _merged(problems: dict[str, Any], detail: Any) -> dict[str, Any]:
+    """The other fields' errors (`detail`: a serializer's are a dict) with `problems`; a
+    field in both keeps its problem ("Expected a whole number." says more than "A valid
+    integer is required.")."""
+    merged = dict(detail) if isinstance(detail, dict) else {}
+    merged.update(problems)
+    return merged
 
 
 class StrictSerializer(JsonTypedSerializer):
@@ -80,11 +97,8 @@ class StrictSerializer(JsonTypedSerializer):
 
     refuses_unknown_fields = True  # the API schema says so: `additionalProperties: false`
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: [f"Unknown field '{name}'."] for name in unknown}
-                )
-        return super().to_internal_value(data)
+    def refusals(self, data: dict[str, Any]) -> dict[str, Any]:
+        unknown = {
+            name: [f"Unknown field '{name}'."] for name in sorted(set(data) - set(self.fields))
+        }
+        return {**super().refusals(data), **unknown}
