@@ -7,7 +7,9 @@ only the `trainhub-runtime` distribution on the node.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -17,6 +19,20 @@ INSTALL_SCRIPT_PATH = "/agent/install.sh"
 # operator's own home on the `--prefix DIR --no-service` route). Left unquoted in the line
 # so the shell expands `~`; it holds nothing to quote.
 TOKEN_FILE = "~/trainhub-enroll-token"
+
+
+def is_loopback(server: str) -> bool:
+    """Whether `server` names this machine only (localhost, 127.0.0.0/8, ::1, or the
+    unspecified 0.0.0.0): another machine that runs the install command reaches itself,
+    not this server."""
+    host = (urlsplit(server).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def is_plain_http(server: str) -> bool:

@@ -68,6 +68,14 @@ class Node(models.Model):
     # empty until an agent reports one. The API and the nodes page flag a version other
     # than the server's own (`nodes.selectors.agent_outdated`).
     agent_version = models.CharField(max_length=64, blank=True, default="", editable=False)
+    # Jobs in a row whose tasks failed at start here (`quarantine.note_task_end`), the
+    # last one's id beside it (a job's own tasks count once: a bug of its own fails them
+    # all); a task that ran, an admin's uncordon, reset it. At `NODE_QUARANTINE_AFTER`
+    # the node is cordoned and `quarantine_reason` says why until an admin uncordons it.
+    start_failures = models.PositiveIntegerField(default=0, editable=False)
+    start_failure_job_id = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    quarantine_reason = models.CharField(max_length=1000, blank=True, default="", editable=False)
+    quarantined_at = models.DateTimeField(null=True, blank=True, editable=False)
     # A team whose jobs are placed here first (e.g. it bought the node); others may still
     # use it. Quotas, not ownership, decide how much each team gets.
     owner = models.ForeignKey(

@@ -35,6 +35,7 @@ from .choices import NodeState
 from .credentials import IssuedCredential, IssuedSecret, credential_lifetime
 from .enrollment_limits import refusal
 from .models import EnrollmentToken, Node
+from .quarantine import clear_quarantine
 from .secrets_util import hash_secret, new_secret
 
 # Enrollment tokens: one node, one hour unless asked otherwise; never longer than a week.
@@ -209,9 +210,14 @@ def _change_node(
 def set_node_state(*, node: Node, state: NodeState, actor: Actor = None) -> Node:
     """Cordon, drain or uncordon a node (a no-op when it already is in `state`).
 
-    Uncordoning a node that awaits approval approves it (`approve_node`).
+    Uncordoning a node that awaits approval approves it (`approve_node`); uncordoning
+    clears a quarantine and its count of failed starts (`quarantine`).
     """
     locked = Node.objects.select_for_update().get(pk=node.pk)
+    if state == NodeState.ACTIVE:
+        # Back in service: failed starts counted before (a quarantine) start over.
+        clear_quarantine(locked.pk)
+        node.start_failures, node.quarantine_reason, node.quarantined_at = 0, "", None
     if state == NodeState.ACTIVE and locked.awaiting_approval:
         _approve(locked, actor)
         node.state, node.awaiting_approval = NodeState.ACTIVE, False

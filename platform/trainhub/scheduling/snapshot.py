@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Q, TextField
 from django.db.models.functions import MD5, Cast
 
-from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState
+from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState, TaskState
 from trainhub.jobs.jobspec import JobSpec, ResourceSpec
 from trainhub.jobs.models import Job, Task
 from trainhub.nodes.choices import TEAMS_APART, NodeIsolation, NodeState
@@ -238,7 +238,28 @@ def _parse_asked(text: str) -> Asked:
 _asked_cache = _AskedCache()
 
 
-def _job(job: dict[str, Any], spec: Asked, tasks: list[policy.Task]) -> policy.Job:
+def _failed_at(job_ids: list[int]) -> dict[int, frozenset[int]]:
+    """Per pending job, the nodes where its tasks' latest attempts failed: a job requeued
+    after a failure at start (`jobs.services.reports`) is placed elsewhere first."""
+    failed: dict[int, set[int]] = defaultdict(set)
+    if not job_ids:
+        return {}
+    rows = Task.objects.filter(
+        job__state=JobState.PENDING, state=TaskState.FAILED, node__isnull=False
+    ).values_list("job_id", "node_id")
+    wanted = set(job_ids)
+    for job_id, node_id in rows:
+        if job_id in wanted:
+            failed[job_id].add(node_id)
+    return {job_id: frozenset(nodes) for job_id, nodes in failed.items()}
+
+
+def _job(
+    job: dict[str, Any],
+    spec: Asked,
+    tasks: list[policy.Task],
+    avoid: frozenset[int] = frozenset(),
+) -> policy.Job:
     low, high = spec.workers_min, spec.workers_max
     last_rescale = ts(job["last_rescale_at"])
     running_workers = sum(1 for t in tasks if t.role == policy.WORKER and not t.stopping)
@@ -273,6 +294,7 @@ def _job(job: dict[str, Any], spec: Asked, tasks: list[policy.Task]) -> policy.J
         checkpoint_every_seconds=spec.checkpoint_every_seconds,
         preemptions=job["preemptions"],
         ps_replication=spec.ps_replication,
+        avoid_nodes=avoid,
     )
 
 
@@ -328,6 +350,7 @@ def read_cluster(now: datetime) -> ClusterView:
     )
     job_rows = list(jobs)
     asked = _asked_cache.read(job_rows)
+    avoid = _failed_at([j["id"] for j in job_rows if j["state"] == JobState.PENDING])
     reservations = tuple(
         policy.Reservation(
             job_id=r.job_id,
@@ -343,7 +366,11 @@ def read_cluster(now: datetime) -> ClusterView:
         now=now.timestamp(),
         nodes=tuple(_node(nodes[k], now) for k in sorted(nodes)),
         teams=teams,
-        jobs=tuple(_job(j, asked[j["id"]], tasks[j["id"]]) for j in job_rows if j["id"] in asked),
+        jobs=tuple(
+            _job(j, asked[j["id"]], tasks[j["id"]], avoid.get(j["id"], frozenset()))
+            for j in job_rows
+            if j["id"] in asked
+        ),
         reservations=reservations,
         config=policy_config(),
     )

@@ -10,13 +10,22 @@ from django.db import transaction
 from django.db.models import F
 
 from ps_runtime.taskenv import EXIT_ENVIRONMENT, EXIT_PS_LOST
+from trainhub.nodes.choices import NodeState
+from trainhub.nodes.models import Node
+from trainhub.nodes.quarantine import StartOutcome, note_task_end, start_outcome
 
 from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
 from ..exits import describe_exit
 from ..models import Job, Task
 from .placement import new_attempt
 from .preemption import advance_preemption, record_coordinator_stopped
-from .transitions import notify_nodes, publish_task_state, record_event, transition_job
+from .transitions import (
+    notify_nodes,
+    publish_task_state,
+    record_event,
+    stop_tasks,
+    transition_job,
+)
 
 # Tasks with no process yet: placed, or waiting for their environment.
 _UNSTARTED = (TaskState.ASSIGNED, TaskState.PREPARING)
@@ -62,8 +71,42 @@ def record_task_status(
     actor = f"node {node_id}"
     if state == TaskState.RUNNING:
         _running(task.job, actor=actor, now=now)
-    else:
-        _ended(task, state, exit_code, message, actor=actor, now=now)
+        return
+    outcome = start_outcome(
+        failed=state == TaskState.FAILED and task.desired == DesiredState.RUN,
+        succeeded=state == TaskState.SUCCEEDED,
+        started_at=task.started_at,
+        exit_code=exit_code,
+        now=now,
+    )
+    _note_on_node(task, outcome, exit_code, message, now=now)
+    _ended(task, state, exit_code, message, actor=actor, now=now, outcome=outcome)
+
+
+def _note_on_node(
+    task: Task, outcome: StartOutcome, exit_code: int | None, message: str, *, now: datetime
+) -> None:
+    """Count the end on the task's node (`nodes.quarantine`); when it puts the node in
+    quarantine, the job's history says so."""
+    if task.node_id is None:
+        return
+    what = f"job {task.job_id} {task.role} {task.index}: " + (
+        f"exit code {exit_code}" if exit_code is not None else "no exit code"
+    )
+    if message:
+        what += f": {message[:200]}"
+    reason = note_task_end(
+        node_id=task.node_id, job_id=task.job_id, outcome=outcome, what=what, now=now
+    )
+    if reason:
+        node = task.node.hostname if task.node else f"#{task.node_id}"
+        record_event(
+            task.job,
+            kind="quarantine",
+            reason=f"node {node} cordoned: {reason}",
+            actor="scheduler",
+            now=now,
+        )
 
 
 def _preparing(task: Task, message: str, *, actor: str, now: datetime) -> None:
@@ -100,6 +143,7 @@ def _ended(
     *,
     actor: str,
     now: datetime,
+    outcome: StartOutcome = StartOutcome.NEITHER,
 ) -> None:
     """A task process is over: the job succeeds, restarts, fails, or carries on."""
     job = task.job
@@ -128,7 +172,10 @@ def _ended(
     max_restarts = job.job_spec.max_restarts
     restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
     if restartable and job.restarts < max_restarts:
-        _restart_after_failure(job, task, exit_code, detail, actor=actor, now=now)
+        if outcome == StartOutcome.FAILED_AT_START and _place_again(task):
+            _requeue_after_start_failure(job, task, detail, actor=actor, now=now)
+        else:
+            _restart_after_failure(job, task, exit_code, detail, actor=actor, now=now)
         return
     if restartable and max_restarts:
         spent = f"{job.restarts} restart{'' if job.restarts == 1 else 's'}"
@@ -141,6 +188,39 @@ def _lost_not_failed(exit_code: int | None) -> bool:
     N: the OOM killer, an operator's kill -9) or vanished with no status is restarted from
     the last checkpoint; one that exited with an error of its own (user code) is not."""
     return exit_code is None or exit_code == EXIT_PS_LOST or exit_code > 128
+
+
+def _place_again(task: Task) -> bool:
+    """Whether a task that failed at start restarts through the scheduler, which places
+    it away from this node when it can, rather than on the same node: always when its
+    job had not got going yet, and for a running job when the node is now out of service
+    (quarantined). A running job's worker that failed once is relaunched in place."""
+    if task.job.state != JobState.RUNNING or task.node_id is None:
+        return True
+    return not Node.objects.filter(pk=task.node_id, state=NodeState.ACTIVE).exists()
+
+
+def _requeue_after_start_failure(
+    job: Job, task: Task, detail: str, *, actor: str, now: datetime
+) -> None:
+    """Spend a restart on placing the job again: its tasks stop and it goes back to the
+    queue (as after a preemption: `advance_preemption` requeues it once they are gone),
+    and the scheduler places it on other nodes than those where its tasks just failed
+    (`scheduling.snapshot`), when any fits."""
+    Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
+    count = f"restart {job.restarts + 1} of {job.job_spec.max_restarts}"
+    node = task.node.hostname if task.node else "its node"
+    transition_job(
+        job,
+        JobState.PREEMPTED,
+        reason=f"{detail}; it failed at start on {node}: stopping the job's tasks to place "
+        f"it again, on other nodes first ({count})",
+        actor=actor,
+        now=now,
+        preempted_at=now,
+    )
+    stop_tasks(job)
+    advance_preemption(job, now=now)
 
 
 def _restart_after_failure(

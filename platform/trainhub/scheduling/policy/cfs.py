@@ -39,7 +39,7 @@ def _start_reserved(st: CycleState) -> None:
         for r in held:
             st.cap.give_back(st.cap.position[r.node_id], r.resources, job.team)
             st.book.remove(job.team, r.resources)
-        placed = st.cap.place_gang(job.team, job.gang())
+        placed = st.cap.place_gang(job.team, job.gang(), job.avoid_nodes)
         if placed is not None:
             borrows = st.book.admit(job.team, job.demand(), may_borrow_for(st, job)).borrows
             st.start(job, placed, borrows)
@@ -96,7 +96,7 @@ def _try_start(st: CycleState, job: Job) -> None:
         return
     gang = job.gang()
     if not admission.reclaim:
-        placed = st.cap.place_gang(job.team, gang)
+        placed = st.cap.place_gang(job.team, gang, job.avoid_nodes)
         if placed is not None:
             st.start(job, placed, admission.borrows)
             return

@@ -102,6 +102,9 @@ class Job:
     preemptions: int = 0  # times preempted so far
     # Backups of each PS shard: a job with some can have a server moved while it runs.
     ps_replication: int = 0
+    # Nodes where this job's tasks just failed at start: placing it again prefers others
+    # (`Capacity.place_gang`), and uses these only when nothing else fits.
+    avoid_nodes: frozenset[int] = frozenset()
 
     @property
     def weight(self) -> int:

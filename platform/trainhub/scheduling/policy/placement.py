@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from .model import EPSILON, PS, READY, Node, Resources, gpu_model_of
 
@@ -261,24 +261,36 @@ class Capacity:
 
     # -- gangs ------------------------------------------------------------------------------
 
-    def place_gang(self, team: str, tasks: Iterable[TaskSpec]) -> list[Placed] | None:
+    def place_gang(
+        self, team: str, tasks: Iterable[TaskSpec], avoid: Collection[int] = ()
+    ) -> list[Placed] | None:
         """Place every task or none (capacity untouched on failure). PS shards go to
-        distinct nodes when they can; the largest tasks are placed first."""
+        distinct nodes when they can; the largest tasks are placed first. Nodes in `avoid`
+        (ids: where the job's tasks just failed at start) get a task only when no other
+        node fits it."""
         ordered = sorted(tasks, key=lambda t: (-t[2].gpu, -t[2].cpu, -t[2].memory_mb, t[0], t[1]))
-        shape = (team, tuple((t[0] == PS, t[2]) for t in ordered))
+        avoided = {self.position[n] for n in avoid if n in self.position}
+        shape = (team, tuple((t[0] == PS, t[2]) for t in ordered), tuple(sorted(avoided)))
         memo = self._failed.get(shape)
         if memo is not None and memo[0] == self.release_version:
             return None
         placed: list[Placed] = []
         ps_nodes: set[int] = set()
         for role, index, res in ordered:
-            pos: int | None
+            pos: int | None = None
             if role == PS:
-                pos = self.find(team, res, exclude=ps_nodes)
+                # Distinct nodes and not avoided, then distinct, then anywhere.
+                if avoided:
+                    pos = self.find(team, res, exclude=ps_nodes | avoided)
+                if pos is None:
+                    pos = self.find(team, res, exclude=ps_nodes)
                 if pos is None and ps_nodes:
                     pos = self.find(team, res)
             else:
-                pos = self.find(team, res)
+                if avoided:
+                    pos = self.find(team, res, exclude=avoided)
+                if pos is None:
+                    pos = self.find(team, res)
             if pos is None:
                 for _, _, p, r in placed:
                     self._move(p, r, +1)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
@@ -27,7 +28,12 @@ from django.views.decorators.http import require_POST
 
 from trainhub.jobs.selectors import tasks_on_node
 from trainhub.nodes.choices import NodeState
-from trainhub.nodes.install import install_command, is_plain_http, public_server_url
+from trainhub.nodes.install import (
+    install_command,
+    is_loopback,
+    is_plain_http,
+    public_server_url,
+)
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import create_enrollment_token, set_node_state
 from trainhub.tenancy.models import Team
@@ -48,6 +54,10 @@ class InstallOffer:
     command: str
     expires_at: datetime
     insecure: bool  # the server is plain http: the command passes --insecure
+    loopback: bool  # the server's URL names this machine: no other machine reaches it
+    server: str  # the URL the command names (`TRAINHUB_PUBLIC_URL`, else the request's)
+    port_min: int  # the task ports, which nodes keep free and reach each other on
+    port_max: int
 
 
 @login_required
@@ -73,7 +83,13 @@ def node_add(request: HttpRequest) -> HttpResponse:
     )
     server = public_server_url(request)
     install = InstallOffer(
-        install_command(server, issued.secret), expires_at, insecure=is_plain_http(server)
+        install_command(server, issued.secret),
+        expires_at,
+        insecure=is_plain_http(server),
+        loopback=is_loopback(server),
+        server=server,
+        port_min=settings.TASK_PORT_RANGE[0],
+        port_max=settings.TASK_PORT_RANGE[1],
     )
     return _node_list(request, since=now, install=install)
 
@@ -124,6 +140,7 @@ def node_detail(request: HttpRequest, node_id: int) -> HttpResponse:
         "tasks": tasks,
         "gpus": gpu_rows(node, tasks),
         "can_manage": admin,
+        "quarantine_after": settings.NODE_QUARANTINE_AFTER,
     }
     return render_page(request, "web/node_detail.html", "web/partials/node_body.html", context)
 
