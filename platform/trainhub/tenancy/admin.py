@@ -80,6 +80,18 @@ class QuotaForm(forms.ModelForm):
             "lending_limit_memory_mb",
             "lending_limit_gpu",
         ]
+        # Memory in MiB, named as the team pages and the API name it.
+        labels = {
+            "cpu": "CPU cores",
+            "memory_mb": "Memory (MiB)",
+            "gpu": "GPUs",
+            "borrowing_limit_cpu": "CPU cores",
+            "borrowing_limit_memory_mb": "Memory (MiB)",
+            "borrowing_limit_gpu": "GPUs",
+            "lending_limit_cpu": "CPU cores",
+            "lending_limit_memory_mb": "Memory (MiB)",
+            "lending_limit_gpu": "GPUs",
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -123,10 +135,20 @@ class QuotaInline(admin.StackedInline):
     ]
 
 
+class PriorityCapForm(forms.ModelForm):
+    class Meta:
+        model = PriorityCap
+        fields = ["priority", "cpu", "memory_mb", "gpu"]
+        labels = {"cpu": "CPU cores", "memory_mb": "Memory (MiB)", "gpu": "GPUs"}
+
+
 class PriorityCapInline(admin.TabularInline):
     model = PriorityCap
+    form = PriorityCapForm
     extra = 0
-    verbose_name = "priority cap (empty = no cap on that resource)"
+    # The heading is the plural: a parenthesis in the singular read "…RESOURCE)S".
+    verbose_name = "priority cap"
+    verbose_name_plural = "priority caps (empty = no cap on that resource)"
 
 
 class MembershipInline(admin.TabularInline):

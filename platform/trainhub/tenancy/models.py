@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
 from .choices import Priority, Role
 from .resources import LimitResources, Resources
@@ -32,6 +33,10 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def get_absolute_url(self) -> str:
+        """The team's page (the admin's "View on site" leads back to it)."""
+        return reverse("web-team-detail", args=[self.slug])
 
 
 class Membership(models.Model):

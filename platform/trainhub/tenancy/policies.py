@@ -2,7 +2,7 @@
 
 Platform admins (superusers) may do everything. Within a team: viewers read, members
 also submit and act on jobs, team admins also change the membership. Only platform admins
-create teams and change quotas.
+create and rename teams, change quotas and manage users.
 """
 
 from __future__ import annotations
@@ -35,6 +35,15 @@ def can_change_quota(user: Any, team: Team) -> bool:
 
 
 def can_create_team(user: Any) -> bool:
+    return is_platform_admin(user)
+
+
+def can_rename_team(user: Any, team: Team) -> bool:
+    return is_platform_admin(user)
+
+
+def can_manage_users(user: Any) -> bool:
+    """Create users, change their e-mail and name, deactivate them."""
     return is_platform_admin(user)
 
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Sum
+
 from .choices import Role
-from .models import Membership, Team
+from .models import Membership, Quota, Team
+from .resources import Resources
 
 
 def role_in(user: Any, team: Team) -> Role | None:
@@ -23,3 +26,9 @@ def can_submit(user: Any, team: Team) -> bool:
     from .policies import can_submit as policy
 
     return policy(user, team)
+
+
+def quotas_in_all() -> Resources:
+    """The nominal quotas of all teams added up (one query)."""
+    sums = Quota.objects.aggregate(cpu=Sum("cpu"), memory_mb=Sum("memory_mb"), gpu=Sum("gpu"))
+    return Resources(sums["cpu"] or 0.0, sums["memory_mb"] or 0, sums["gpu"] or 0)

@@ -17,6 +17,7 @@ from django.forms.models import model_to_dict
 from trainhub.audit.services import Actor, record_change
 from trainhub.events import AccessChanged, QuotaChanged, publish
 
+from .accounts import email_taken
 from .choices import Priority, Role
 from .models import Membership, PriorityCap, Quota, Team
 from .resources import LimitResources, Resources, describe
@@ -202,27 +203,81 @@ def create_user(
     username: str,
     password: str,
     email: str = "",
+    first_name: str = "",
+    last_name: str = "",
     is_platform_admin: bool = False,
     actor: Actor = None,
 ) -> User:
-    """Create a user; platform admins are superusers (they also get the admin site)."""
+    """Create a user; platform admins are superusers (they also get the admin site).
+
+    Raises:
+        TenancyError: the username, or a non-blank e-mail, is another user's already.
+    """
     if User.objects.filter(username=username).exists():
         raise TenancyError(f"A user '{username}' already exists.")
+    if email_taken(email):
+        raise TenancyError(f"Another user has the e-mail '{email}'.")
     user = User.objects.create_user(
         username,
         email,
         password,
         is_superuser=is_platform_admin,
         is_staff=is_platform_admin,
+        first_name=first_name,
+        last_name=last_name,
     )
     record_change(
         actor=actor,
         action="user.create",
         target=user,
         before=None,
-        after={"username": username, "email": email, "is_platform_admin": is_platform_admin},
+        after={
+            "username": username,
+            "email": email,
+            "first_name": first_name,
+            "last_name": last_name,
+            "is_platform_admin": is_platform_admin,
+        },
     )
     return user
+
+
+# What a platform admin edits of a user besides their role; changes are audited.
+USER_PROFILE_FIELDS = ("email", "first_name", "last_name")
+
+
+@transaction.atomic
+def update_user(
+    *, user: User, email: str, first_name: str, last_name: str, actor: Actor = None
+) -> User:
+    """Change a user's e-mail and name (an e-mail another user has is refused: members
+    are added by it).
+
+    Raises:
+        TenancyError: another user has the e-mail.
+    """
+    if email_taken(email, other_than=user):
+        raise TenancyError(f"Another user has the e-mail '{email}'.")
+    before = {name: getattr(user, name) for name in USER_PROFILE_FIELDS}
+    after = {"email": email, "first_name": first_name, "last_name": last_name}
+    User.objects.filter(pk=user.pk).update(**after)
+    for name, value in after.items():
+        setattr(user, name, value)
+    record_change(actor=actor, action="user.update", target=user, before=before, after=after)
+    return user
+
+
+def set_user_active(*, user: User, active: bool, actor: Actor = None) -> User:
+    """Deactivate a user (they can no longer sign in; their tokens stop working and their
+    live feeds close) or reactivate them. Their memberships and jobs stay.
+
+    Raises:
+        TenancyError: a user deactivating themselves (nobody could undo it from there).
+    """
+    if not active and actor is not None and getattr(actor, "pk", None) == user.pk:
+        raise TenancyError("You cannot deactivate yourself; another platform admin can.")
+    user.is_active = active
+    return save_user(user=user, actor=actor)
 
 
 def access_lost(sender: Any, instance: Membership | User, **kwargs: Any) -> None:

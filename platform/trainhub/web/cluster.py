@@ -211,6 +211,7 @@ class ClusterSummary:
     by_status: dict[str, int]  # every NodeStatus, in order, with its count
     nodes: int
     gpus: int  # GPUs on all nodes, ready or not
+    capacity: Resources  # of the ready nodes
 
 
 def cluster_summary(nodes: Iterable[Node], now: datetime) -> ClusterSummary:
@@ -231,7 +232,35 @@ def cluster_summary(nodes: Iterable[Node], now: datetime) -> ClusterSummary:
         by_status={s.value: counts[s] for s in NodeStatus},
         nodes=len(nodes),
         gpus=gpus,
+        capacity=capacity,
     )
+
+
+@dataclass(frozen=True)
+class Unassigned:
+    """One resource of the ready nodes' capacity that no team's quota covers (`amount`),
+    or, when the quotas add up to more than the capacity, by how much (`over`)."""
+
+    resource: str
+    label: str
+    amount: str
+    over: str | None
+
+
+def unassigned_capacity(capacity: Resources, quotas: Resources) -> list[Unassigned]:
+    """Capacity minus the sum of every team's nominal quota, per resource."""
+    rows = []
+    for name in RESOURCE_NAMES:
+        rest = getattr(capacity, name) - getattr(quotas, name)
+        rows.append(
+            Unassigned(
+                resource=name,
+                label=LABELS[name],
+                amount=amount(name, max(0, rest)),
+                over=amount(name, -rest) if rest < 0 else None,
+            )
+        )
+    return rows
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ def navigation(request: HttpRequest) -> dict[str, object]:
         NavItem("Nodes", reverse("web-node-list"), "nodes"),
         NavItem("Teams", reverse("web-team-list"), "teams"),
     ]
+    if admin:
+        items.append(NavItem("Users", reverse("web-user-list"), "users"))
     if admin or roles & MEMBERSHIP_MANAGERS:
         items.append(NavItem("What-if", reverse("web-whatif"), "whatif"))
     items.append(NavItem("Account", reverse("web-account"), "account"))

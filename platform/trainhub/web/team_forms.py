@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.core.validators import MaxValueValidator
 from django.utils import timezone
 
+from trainhub.tenancy.accounts import UserNotFound, find_user
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import PriorityCap, Quota
 from trainhub.tenancy.resources import (
@@ -45,19 +46,36 @@ def _plain(value: float | None) -> float | None:
 
 
 class MemberForm(forms.Form):
-    """Add a member to a team, or change an existing member's role (as the API's POST)."""
+    """Add a member to a team, or change an existing member's role (as the API's POST):
+    by username, or by the e-mail of one active user."""
 
-    username = forms.CharField(label="Username", max_length=150)
+    username = forms.CharField(label="Username or e-mail", max_length=254)
     role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER)
 
     user: User | None = None
 
     def clean_username(self) -> str:
-        username: str = self.cleaned_data["username"].strip()
-        self.user = User.objects.filter(username=username).first()
-        if self.user is None:
-            raise forms.ValidationError(f"No user '{username}'.")
-        return username
+        try:
+            self.user = find_user(self.cleaned_data["username"])
+        except UserNotFound as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return self.user.username
+
+
+class TeamForm(forms.Form):
+    """A new team, with the API's rules (`POST /api/v1/teams/`); its quota is set on its
+    page afterwards."""
+
+    slug = forms.SlugField(
+        label="Slug",
+        max_length=63,
+        help_text="Letters, digits, - and _; job specs name the team by it. It cannot change.",
+    )
+    name = forms.CharField(label="Name", max_length=200)
+
+
+class RenameTeamForm(forms.Form):
+    name = forms.CharField(label="Name", max_length=200)
 
 
 class RoleForm(forms.Form):

@@ -13,7 +13,9 @@ from .views import (
     job_list,
     nodes,
     submit,
+    team_admin,
     teams,
+    users,
     whatif,
 )
 
@@ -38,8 +40,9 @@ urlpatterns = [
     path("nodes/<int:node_id>/cordon/", nodes.node_cordon, name="web-node-cordon"),
     path("nodes/<int:node_id>/drain/", nodes.node_drain, name="web-node-drain"),
     path("nodes/<int:node_id>/uncordon/", nodes.node_uncordon, name="web-node-uncordon"),
-    path("teams/", teams.team_list, name="web-team-list"),
+    path("teams/", team_admin.teams_page, name="web-team-list"),
     path("teams/<slug:slug>/", teams.team_detail, name="web-team-detail"),
+    path("teams/<slug:slug>/rename/", team_admin.team_rename, name="web-team-rename"),
     path("teams/<slug:slug>/members/", teams.member_add, name="web-team-member-add"),
     path(
         "teams/<slug:slug>/members/<str:username>/role/",
@@ -52,6 +55,9 @@ urlpatterns = [
         name="web-team-member-remove",
     ),
     path("teams/<slug:slug>/quota/", teams.team_quota, name="web-team-quota"),
+    path("users/", users.user_list, name="web-user-list"),
+    path("users/<str:username>/", users.user_detail, name="web-user-detail"),
+    path("users/<str:username>/active/", users.user_active, name="web-user-active"),
     path("whatif/", whatif.whatif_page, name="web-whatif"),
     path("account/", account.account, name="web-account"),
     path("account/tokens/", account.token_create, name="web-account-token-create"),

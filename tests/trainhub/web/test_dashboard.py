@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from trainhub.jobs.services import place_job, set_pending_reasons
+from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import Node
 from trainhub.tenancy.choices import Role
 
@@ -160,8 +161,8 @@ def test_the_body_alone_is_the_htmx_fragment_that_refreshes_itself(
 
 # Session, user; teams; nodes, their loads; usage (quotas, held: not what the jobs
 # request, which the dashboard does not show); the queue (count, reasons); running jobs
-# (a page of them, their count); events.
-ADMIN_QUERIES = 12
+# (a page of them, their count); events; all teams' quotas added up (unassigned capacity).
+ADMIN_QUERIES = 13
 MEMBER_QUERIES = ADMIN_QUERIES + 1  # the navigation asks whether the user may submit
 
 
@@ -188,3 +189,32 @@ def test_the_dashboard_takes_a_fixed_number_of_queries(
         assert client.get("/").status_code == 200
     with django_assert_num_queries(expected):
         client.get("/", HTTP_HX_REQUEST="true")
+
+
+# Unassigned capacity: the ready nodes' capacity that no team's quota covers.
+
+
+def _unassigned(html: str) -> str:
+    part = re.search(r'<div class="unassigned" id="unassigned">(.*?)</div>', html, re.S)
+    assert part, "no unassigned capacity on the dashboard"
+    return _text(part.group(1))
+
+
+def test_the_dashboard_shows_capacity_no_teams_quota_covers(world: dict[str, Any]) -> None:
+    # 8 CPU and 16 GiB on two ready nodes; the quotas add up to 6 CPU and 12 GiB.
+    text = _unassigned(_client(world["root"]).get("/").content.decode())
+    assert "2 CPU · 4 GiB · 0 GPU no team's quota covers" in text
+    assert "any team may borrow it" in text and "on the team's page" in text
+    # Every team's quota counts, also for a member who sees only their own team.
+    member = _unassigned(_client(world["alice"]).get("/").content.decode())
+    assert "2 CPU · 4 GiB · 0 GPU" in member
+    assert "A platform admin assigns it on a team's page." in member
+
+
+def test_quotas_beyond_the_capacity_are_said_to_be(world: dict[str, Any]) -> None:
+    make_team("ads", cpu=3, memory_mb=1024)
+    Node.objects.filter(hostname="node-b").update(state=NodeState.CORDONED)  # 4 CPU ready
+    text = _unassigned(_client(world["root"]).get("/").content.decode())
+    assert "0 CPU · 0 MiB · 0 GPU" in text
+    assert "CPU: the quotas add up to 5 CPU more than the ready nodes have" in text
+    assert "Memory: the quotas add up to 5 GiB more" in text

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.contrib.auth.password_validation import validate_password
-from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
 from trainhub.strictjson import JsonTypedSerializer
+from trainhub.tenancy.accounts import USERNAME_PATTERN, password_problems
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, Team
 from trainhub.tenancy.resources import (
@@ -154,7 +153,7 @@ def quota_document(team: Team, usage: Any) -> dict[str, Any]:
 
 
 class UserSerializer(JsonTypedSerializer, serializers.ModelSerializer):
-    username = serializers.RegexField(r"^[\w.@+-]{1,150}$", max_length=150)
+    username = serializers.RegexField(USERNAME_PATTERN, max_length=150)
     email = serializers.EmailField(required=False, allow_blank=True, max_length=254)
     password = serializers.CharField(
         write_only=True, max_length=128, style={"input_type": "password"}
@@ -173,11 +172,13 @@ class UserSerializer(JsonTypedSerializer, serializers.ModelSerializer):
         return [{"team": m.team.slug, "role": m.role} for m in memberships]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        # The validators (settings.AUTH_PASSWORD_VALIDATORS) compare it with the new
-        # user's name and email, so they run once those are known.
-        user = User(username=attrs.get("username", ""), email=attrs.get("email", ""))
-        try:
-            validate_password(attrs.get("password", ""), user=user)
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError({"password": list(exc.messages)}) from exc
+        # The validators compare it with the new user's name and email, so they run once
+        # those are known.
+        problems = password_problems(
+            attrs.get("password", ""),
+            username=attrs.get("username", ""),
+            email=attrs.get("email", ""),
+        )
+        if problems:
+            raise serializers.ValidationError({"password": problems})
         return attrs

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from trainhub.jobs.usage import held_by, quota_usage
+from trainhub.tenancy.accounts import UserNotFound, find_user
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, Team
 from trainhub.tenancy.policies import (
@@ -103,10 +104,10 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise PermissionDenied("Only team admins change the team's members.")
         params = MembershipSerializer(data=request.data)
         params.is_valid(raise_exception=True)
-        username = params.validated_data["user"]["username"]
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            raise NotFound(f"No user '{username}'.")
+        try:  # a username, or the e-mail of one active user (as on the team page)
+            user = find_user(params.validated_data["user"]["username"])
+        except UserNotFound as exc:
+            raise NotFound(str(exc)) from exc
         try:
             membership = add_member(
                 team=team, user=user, role=Role(params.validated_data["role"]), actor=request.user

@@ -1,5 +1,5 @@
-"""The dashboard `/`: cluster capacity and allocation, every visible team's quota, the
-queue, running jobs and recent events.
+"""The dashboard `/`: cluster capacity and allocation, the capacity no team's quota
+covers, every visible team's quota, the queue, running jobs and recent events.
 
 Live by polling: the page's body is an htmx fragment (`web/partials/dashboard_body.html`)
 that `frontend/src/pages/dashboard.js` asks this same view for every ~4 s while the page
@@ -20,8 +20,9 @@ from trainhub.jobs.selectors import pending_summary, recent_events
 from trainhub.jobs.usage import quota_usage
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Team
+from trainhub.tenancy.selectors import quotas_in_all
 
-from ..cluster import cluster_summary, team_usage
+from ..cluster import cluster_summary, team_usage, unassigned_capacity
 from ..htmx import render_page
 
 RUNNING_SHOWN = 10
@@ -61,6 +62,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             .order_by("-started_at", "-id")[:RUNNING_SHOWN]
         ),
         "running_count": running.count(),
+        # Over every team's quota, not only the visible ones: what nobody is promised.
+        "unassigned": unassigned_capacity(cluster.capacity, quotas_in_all()),
         "events": recent_events(jobs, EVENTS_SHOWN),
     }
     return render_page(request, "web/dashboard.html", "web/partials/dashboard_body.html", context)

@@ -1,6 +1,7 @@
 """The teams pages: every team the user can see with its usage, and one team's members,
-quota, caps and jobs. Team admins change the members and platform admins the quota,
-through the services the REST API calls (`trainhub.tenancy.services`)."""
+quota, caps and jobs. Team admins change the members (by username or e-mail) and platform
+admins the quota, through the services the REST API calls (`trainhub.tenancy.services`);
+creating and renaming teams is in `team_admin`."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, Quota, Team
 from trainhub.tenancy.policies import (
     can_change_quota,
+    can_create_team,
     can_manage_members,
+    can_rename_team,
     can_view_team,
     is_platform_admin,
 )
@@ -40,7 +43,14 @@ from trainhub.tenancy.services import (
 )
 
 from ..htmx import is_fragment_request, render_page
-from ..team_forms import RESOURCE_LABELS, MemberForm, QuotaForm, RoleForm
+from ..team_forms import (
+    RESOURCE_LABELS,
+    MemberForm,
+    QuotaForm,
+    RenameTeamForm,
+    RoleForm,
+    TeamForm,
+)
 
 TEAMS_PER_PAGE = 50
 MEMBERS_PER_PAGE = 50
@@ -109,14 +119,18 @@ def _quota_of(team: Team) -> Quota:
         return Quota(team=team)
 
 
-def _visible_team(request: HttpRequest, slug: str) -> Team:
+def visible_team(request: HttpRequest, slug: str) -> Team:
     """The team, or 404 when the user may not see it (as in the API)."""
     teams = Team.objects.visible_to(request.user).select_related("quota")
     return get_object_or_404(teams, slug=slug)
 
 
 @login_required
-def team_list(request: HttpRequest) -> HttpResponse:
+def team_list(
+    request: HttpRequest, team_form: TeamForm | None = None, status: int = 200
+) -> HttpResponse:
+    """The list; platform admins also get the new-team form (`team_admin.teams_page`
+    posts it and, when refused, shows it here again with its errors)."""
     visible = Team.objects.visible_to(request.user).values("pk")
     user = request.user
     assert isinstance(user, User), "login_required lets only signed-in users in"
@@ -142,8 +156,12 @@ def team_list(request: HttpRequest) -> HttpResponse:
         }
         for t in page
     ]
-    context = {"section": "teams", "page": page, "rows": rows}
-    return render_page(request, "web/team_list.html", "web/partials/team_table.html", context)
+    context: dict[str, Any] = {"section": "teams", "page": page, "rows": rows}
+    if can_create_team(user):
+        context["team_form"] = team_form or TeamForm()
+    return render_page(
+        request, "web/team_list.html", "web/partials/team_table.html", context, status=status
+    )
 
 
 def _detail_context(request: HttpRequest, team: Team, **extra: Any) -> dict[str, Any]:
@@ -187,7 +205,10 @@ def _detail_context(request: HttpRequest, team: Team, **extra: Any) -> dict[str,
         .select_related("submitted_by")
         .order_by("-created_at")[:RECENT_JOBS],
         "admin_url": reverse("admin:tenancy_team_change", args=[team.pk]),
+        "can_rename": can_rename_team(user, team),
     }
+    if context["can_rename"]:
+        context["rename_form"] = RenameTeamForm(initial={"name": team.name})
     if quota_editable:
         context["quota_form"] = QuotaForm(
             initial=QuotaForm.initial_for(_quota_of(team), list(caps.values()))
@@ -198,9 +219,16 @@ def _detail_context(request: HttpRequest, team: Team, **extra: Any) -> dict[str,
 
 @login_required
 def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    team = _visible_team(request, slug)
-    context = _detail_context(request, team)
-    return render_page(request, "web/team_detail.html", "web/partials/team_members.html", context)
+    return team_detail_page(request, visible_team(request, slug))
+
+
+def team_detail_page(
+    request: HttpRequest, team: Team, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    context = _detail_context(request, team, **extra)
+    return render_page(
+        request, "web/team_detail.html", "web/partials/team_members.html", context, status=status
+    )
 
 
 def _members_answer(
@@ -225,7 +253,7 @@ def _members_answer(
 
 
 def _managed_team(request: HttpRequest, slug: str) -> Team:
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     if not can_manage_members(request.user, team):
         raise PermissionDenied(MANAGE_REFUSED)
     return team
@@ -282,7 +310,7 @@ def member_remove(request: HttpRequest, slug: str, username: str) -> HttpRespons
 @require_POST
 def team_quota(request: HttpRequest, slug: str) -> HttpResponse:
     """Platform admins set the quota and the caps, as `PUT /api/v1/teams/<slug>/quota/`."""
-    team = _visible_team(request, slug)
+    team = visible_team(request, slug)
     if not can_change_quota(request.user, team):
         raise PermissionDenied("Only platform admins change quotas.")
     form = QuotaForm(request.POST)
@@ -306,5 +334,5 @@ def team_quota(request: HttpRequest, slug: str) -> HttpResponse:
     if not is_fragment_request(request):
         messages.success(request, notice)
         return redirect("web-team-detail", slug=team.slug)
-    team = _visible_team(request, slug)  # re-read the saved quota
+    team = visible_team(request, slug)  # re-read the saved quota
     return render_page(request, page, fragment, _detail_context(request, team, quota_notice=notice))
