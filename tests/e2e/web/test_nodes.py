@@ -122,6 +122,45 @@ def test_add_a_node_shows_an_install_command_to_copy(
         assert page.evaluate("navigator.clipboard.readText()") == command
 
 
+SMALL = {"cpu": 0.25, "memory_mb": 256}
+
+
+def test_a_node_whose_tasks_fail_at_start_is_quarantined_with_the_reason(
+    as_person: SignedIn, live_cluster: LiveCluster
+) -> None:
+    """Three jobs whose tasks fail at once (an entrypoint that does not exist) quarantine
+    the node; its page says why, and the admin's Uncordon puts it back."""
+    node = _first_node(live_cluster)
+    try:
+        for i in range(3):
+            job = live_cluster.submit(
+                name=f"fails-at-start-{i}",
+                team="recsys",
+                entrypoint="no_such_module_here:train",
+                parameter_servers={"replicas": 1, "resources": SMALL},
+                workers={"min": 1, "max": 1, "resources": SMALL},
+                coordinator={"resources": SMALL},
+                max_restarts=0,
+            )
+            live_cluster.wait_state(job["id"], {"failed"}, timeout=120)
+        assert _first_node(live_cluster)["state"] == "cordoned"
+        with as_person("admin") as page:
+            page.goto(f"{live_cluster.url}/nodes/")
+            row = page.locator(f'tr[data-node-id="{node["id"]}"]')
+            expect(row).to_contain_text("quarantined: tasks failed at start")
+            row.get_by_role("link", name=node["hostname"]).click()
+            reason = page.locator('[data-field="quarantine"]')
+            expect(reason).to_contain_text("the tasks of 3 jobs in a row failed at start")
+            expect(reason).to_contain_text("coordinator 0: exit code 1")
+            assert_accessible(page)
+            page.get_by_role("button", name="Uncordon").click()
+            _state(page).to_have_text("ready")
+            expect(reason).to_have_count(0)
+    finally:
+        live_cluster.api.post(f"/nodes/{node['id']}/uncordon/").raise_for_status()
+    assert _first_node(live_cluster)["state"] == "active"
+
+
 @pytest.fixture(scope="module")
 def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
     """A services-mode TrainHub of its own, so that the node this module adds never shows

@@ -109,6 +109,21 @@ def test_one_job_failing_at_start_again_and_again_counts_once(world: World) -> N
     assert _node(world).start_failures == 2
 
 
+def test_tasks_stopped_with_their_failed_job_reset_nothing(world: World) -> None:
+    # The coordinator fails at start; the PS and worker it leaves behind take a while to
+    # stop (a loaded node): that they ran says nothing in the node's favour.
+    job = _placed(world, max_restarts=0)
+    started = timezone.now()
+    for task in job.tasks.all():
+        _report(task, TaskState.RUNNING, now=started)
+    coordinator = job.tasks.get(role=TaskRole.COORDINATOR)
+    _report(coordinator, TaskState.FAILED, 1, now=started + timedelta(seconds=2))
+    assert _node(world).start_failures == 1
+    for task in job.tasks.exclude(role=TaskRole.COORDINATOR):
+        _report(task, TaskState.STOPPED, 143, now=started + timedelta(seconds=30))
+    assert _node(world).start_failures == 1
+
+
 def test_three_failed_starts_in_a_row_quarantine_the_node(world: World, published: Capture) -> None:
     for _ in range(2):
         _fail_at_start(_placed(world))

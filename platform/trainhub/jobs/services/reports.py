@@ -72,13 +72,17 @@ def record_task_status(
     if state == TaskState.RUNNING:
         _running(task.job, actor=actor, now=now)
         return
-    outcome = start_outcome(
-        failed=state == TaskState.FAILED and task.desired == DesiredState.RUN,
-        succeeded=state == TaskState.SUCCEEDED,
-        started_at=task.started_at,
-        exit_code=exit_code,
-        now=now,
-    )
+    if task.desired == DesiredState.STOP and task.job.state == JobState.FAILED:
+        # Stopped because its job failed (however long that took): nothing about the node.
+        outcome = StartOutcome.NEITHER
+    else:
+        outcome = start_outcome(
+            failed=state == TaskState.FAILED and task.desired == DesiredState.RUN,
+            succeeded=state == TaskState.SUCCEEDED,
+            started_at=task.started_at,
+            exit_code=exit_code,
+            now=now,
+        )
     _note_on_node(task, outcome, exit_code, message, now=now)
     _ended(task, state, exit_code, message, actor=actor, now=now, outcome=outcome)
 
