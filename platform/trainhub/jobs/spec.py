@@ -182,6 +182,10 @@ class JobSpecSerializer(StrictSerializer):
             not getattr(user, "is_superuser", False) and role_in(user, team) is None
         ):
             raise serializers.ValidationError(f"You are not a member of a team '{value}'.")
+        if not team.is_active:
+            raise serializers.ValidationError(
+                f"Team '{value}' is deactivated; a platform admin can reactivate it."
+            )
         if not can_submit(user, team):
             raise serializers.ValidationError(f"Viewers of team '{value}' cannot submit jobs.")
         return value

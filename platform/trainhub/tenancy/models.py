@@ -25,6 +25,8 @@ class Team(models.Model):
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A deactivated team takes no new jobs and has no quota (`services.set_team_active`).
+    is_active = models.BooleanField(default=True)
 
     objects = TeamQuerySet.as_manager()
 

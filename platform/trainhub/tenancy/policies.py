@@ -23,6 +23,9 @@ def can_view_team(user: Any, team: Team) -> bool:
 
 
 def can_submit(user: Any, team: Team) -> bool:
+    """Also cancel, scale and clone; nobody does in a deactivated team."""
+    if not team.is_active:
+        return False
     return is_platform_admin(user) or role_in(user, team) in SUBMITTERS
 
 
@@ -39,6 +42,7 @@ def can_create_team(user: Any) -> bool:
 
 
 def can_rename_team(user: Any, team: Team) -> bool:
+    """Also deactivate and reactivate it."""
     return is_platform_admin(user)
 
 

@@ -93,6 +93,40 @@ def rename_team(*, team: Team, name: str, actor: Actor = None) -> Team:
 
 
 @transaction.atomic
+def set_team_active(*, team: Team, active: bool, active_jobs: int = 0, actor: Actor = None) -> Team:
+    """Deactivate a team: it takes no new jobs and its nominal quota goes to zero (the
+    audit log keeps what it was), so that capacity is unassigned; or reactivate it (its
+    quota stays zero until set again). Members, jobs and history stay.
+
+    Raises:
+        TenancyError: deactivating a team that has active jobs (`active_jobs`, which the
+            caller counts: tenancy does not read jobs).
+    """
+    if not active and active_jobs:
+        raise TenancyError(
+            f"The team has {active_jobs} active job{'s' if active_jobs > 1 else ''}; "
+            "cancel them or let them end first."
+        )
+    locked = Team.objects.select_for_update().get(pk=team.pk)
+    team.is_active = active
+    if locked.is_active == active:
+        return team  # repeating it is a no-op
+    Team.objects.filter(pk=team.pk).update(is_active=active)
+    record_change(
+        actor=actor,
+        action="team.update",
+        target=team,
+        before={"is_active": locked.is_active},
+        after={"is_active": active},
+    )
+    if not active:
+        quota, _ = Quota.objects.get_or_create(team=team)
+        values = QuotaValues(Resources(), quota.borrowing_limit, quota.lending_limit)
+        set_quota(team=team, values=values, actor=actor)
+    return team
+
+
+@transaction.atomic
 def add_member(
     *, team: Team, user: User, role: Role = Role.MEMBER, actor: Actor = None
 ) -> Membership:

@@ -43,6 +43,7 @@ urlpatterns = [
     path("teams/", team_admin.teams_page, name="web-team-list"),
     path("teams/<slug:slug>/", teams.team_detail, name="web-team-detail"),
     path("teams/<slug:slug>/rename/", team_admin.team_rename, name="web-team-rename"),
+    path("teams/<slug:slug>/active/", team_admin.team_active, name="web-team-active"),
     path("teams/<slug:slug>/members/", teams.member_add, name="web-team-member-add"),
     path(
         "teams/<slug:slug>/members/<str:username>/role/",

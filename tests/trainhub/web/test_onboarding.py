@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from rest_framework.exceptions import ValidationError
 from trainhub.audit.models import AuditEntry
 from trainhub.tenancy.choices import Role
 from trainhub.tenancy.models import Quota, Team
 from trainhub.tenancy.services import add_member
 
-from ..factories import make_team, make_user
+from ..factories import make_job, make_team, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +72,7 @@ def _new_user(**overrides: Any) -> dict[str, Any]:
     [
         ("/teams/", {"slug": "ads", "name": "Ads"}),
         ("/teams/recsys/rename/", {"name": "Taken over"}),
+        ("/teams/recsys/active/", {"active": "0"}),
         ("/users/", _new_user()),
         ("/users/alice/", {"email": "x@example.com"}),
         ("/users/alice/active/", {"active": "0"}),
@@ -169,6 +171,37 @@ def test_an_empty_name_is_refused_beside_the_field(world: World) -> None:
     assert response.status_code == 400
     assert 'id="id_name_error">This field is required.' in response.content.decode()
     assert Team.objects.get(slug="recsys").name == "Recsys"
+
+
+def test_a_platform_admin_deactivates_and_reactivates_a_team(world: World) -> None:
+    client = _client(world.root)
+    response = client.post("/teams/recsys/active/", {"active": "0"})
+    assert (response.status_code, response["Location"]) == (302, "/teams/recsys/")
+    team = Team.objects.get(slug="recsys")
+    assert not team.is_active and Quota.objects.get(team=team).cpu == 0
+    entry = AuditEntry.objects.get(action="team.update")
+    assert (entry.before, entry.after) == ({"is_active": True}, {"is_active": False})
+    assert AuditEntry.objects.get(action="quota.update").before["cpu"] == 4  # type: ignore[index]
+    with pytest.raises(ValidationError) as refused:
+        make_job(world.alice, team="recsys")
+    assert "Team 'recsys' is deactivated" in str(refused.value.detail)
+    assert "This team is deactivated" in client.get("/teams/recsys/").content.decode()
+    assert "deactivated" in _client(world.alice).get("/teams/").content.decode()
+    assert client.post("/teams/recsys/active/", {"active": "1"}).status_code == 302
+    assert Team.objects.get(slug="recsys").is_active
+    make_job(world.alice, team="recsys")  # takes jobs again (it borrows: its quota is 0)
+
+
+def test_a_team_with_active_jobs_is_not_deactivated(world: World) -> None:
+    make_job(world.alice, team="recsys")  # pending: active
+    before = _actions()
+    response = _client(world.root).post("/teams/recsys/active/", {"active": "0"})
+    assert response.status_code == 409
+    assert "The team has 1 active job; cancel them or let them end first." in (
+        response.content.decode()
+    )
+    assert Team.objects.get(slug="recsys").is_active
+    assert Quota.objects.get(team=world.recsys).cpu == 4 and _actions() == before
 
 
 # Members by e-mail
