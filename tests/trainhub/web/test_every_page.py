@@ -75,6 +75,14 @@ CHECKS: dict[str, Checks] = {
         f"{WEB}/test_teams.py::test_the_page_makes_as_many_queries_for_many_members_as_for_two",
         f"{E2E}/test_teams.py::test_a_team_admin_adds_changes_and_removes_a_member",
     ),
+    "web-user-list": Checks(
+        f"{WEB}/test_onboarding.py::test_the_users_pages_make_a_fixed_number_of_queries",
+        f"{E2E}/test_onboarding.py::test_a_platform_admin_onboards_a_team_and_its_first_user",
+    ),
+    "web-user-detail": Checks(
+        f"{WEB}/test_onboarding.py::test_the_users_pages_make_a_fixed_number_of_queries",
+        f"{E2E}/test_onboarding.py::test_a_platform_admin_onboards_a_team_and_its_first_user",
+    ),
     "web-whatif": Checks(
         f"{WEB}/test_pages.py::test_the_whatif_page_makes_a_fixed_number_of_queries",
         f"{E2E}/test_whatif.py::test_a_team_admin_replays_a_bigger_quota_with_the_keyboard",
