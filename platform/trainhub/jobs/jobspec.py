@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainhub.tenancy.resources import Resources
+
 # Priority classes and their CFS weights (DESIGN.md §3); jobs.choices.Priority names them.
 PRIORITY_WEIGHTS: dict[str, int] = {
     "experiment": 10,
@@ -144,6 +146,23 @@ class JobSpec:
             environment=(
                 EnvironmentSpec.from_dict(data["environment"]) if data.get("environment") else None
             ),
+        )
+
+    def request(self, workers: int | None = None) -> Resources:
+        """What a job with this spec asks for in all: its coordinator, every PS shard and
+        `workers` workers (default: the spec's minimum)."""
+        coordinator, ps, worker = (
+            self.coordinator.resources,
+            self.parameter_servers,
+            self.workers.resources,
+        )
+        count = self.workers.min if workers is None else workers
+        return Resources(
+            cpu=coordinator.cpu + ps.replicas * ps.resources.cpu + count * worker.cpu,
+            memory_mb=coordinator.memory_mb
+            + ps.replicas * ps.resources.memory_mb
+            + count * worker.memory_mb,
+            gpu=count * worker.gpu,
         )
 
     def to_dict(self) -> dict[str, Any]:

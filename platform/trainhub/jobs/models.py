@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Team
+from trainhub.tenancy.resources import Resources
 
 from .choices import TASK_ACTIVE, DesiredState, JobState, Priority, TaskRole, TaskState
 from .jobspec import JobSpec
@@ -70,6 +71,12 @@ class Job(models.Model):
     def job_spec(self) -> JobSpec:
         """The stored spec, typed (a job's spec never changes after it is submitted)."""
         return JobSpec.from_dict(self.spec)
+
+    @property
+    def requested(self) -> Resources:
+        """What the job asks for in all, summed over its tasks: its coordinator, every PS
+        shard and the workers it wants (the spec's minimum until it is scaled)."""
+        return self.job_spec.request(self.target_workers)
 
 
 class Task(models.Model):

@@ -10,16 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.db.models import Max
 from rest_framework import serializers
 
 from ps_runtime.archives import is_digest
 from ps_runtime.shards.replicas import MAX_REPLICATION
-from trainhub.nodes.models import Node
 from trainhub.strictjson import StrictSerializer
 from trainhub.tenancy.models import Quota, Team
 from trainhub.tenancy.selectors import can_submit, role_in
 
+from .capacity import check_fits_cluster, cluster_capacity
 from .choices import Priority
 from .codearchives import usable_by
 from .jobspec import JobSpec
@@ -117,7 +116,8 @@ def parse_job_spec(data: Any, *, user: object) -> JobSpec:
 
     Raises:
         serializers.ValidationError: a field is unknown, of the wrong type, out of range,
-            names a team `user` may not submit to, or asks for more than any node has;
+            names a team `user` may not submit to, or asks for more than a node, the
+            whole cluster (`capacity.check_fits_cluster`) or its team could ever give;
             the error's detail names the field.
     """
     serializer = JobSpecSerializer(data=data, context={"user": user})
@@ -198,7 +198,7 @@ class JobSpecSerializer(StrictSerializer):
             )
         add_archive_requirements(attrs)
         spec = JobSpec.from_dict(attrs)
-        _check_fits_some_node(spec)
+        check_fits_cluster(spec, cluster_capacity())
         _check_fits_team_quota(spec)
         return attrs
 
@@ -219,73 +219,6 @@ def _no_null_characters(data: Any) -> None:
             _no_null_characters(value)
     elif isinstance(data, str) and "\x00" in data:
         raise serializers.ValidationError("Null characters are not allowed.")
-
-
-def _check_gpu_model(model: str, gpu: int, node_gpus: list[Any]) -> None:
-    """Reject a GPU model that no node has `gpu` of."""
-    per_node = [sum(1 for g in gpus if g.get("model") == model) for gpus in node_gpus]
-    most = max(per_node, default=0)
-    if most >= gpu:
-        return
-    known = sorted({str(g.get("model")) for gpus in node_gpus for g in gpus})
-    if most == 0:
-        have = "no node has it; models: " + (", ".join(known) if known else "none registered")
-    else:
-        have = f"the most any node has is {most}"
-    raise serializers.ValidationError(
-        {
-            "workers": {
-                "resources": {
-                    "gpu_model": [f"{gpu} '{model}' GPUs per worker requested, but {have}."]
-                }
-            }
-        }
-    )
-
-
-def _check_fits_some_node(spec: JobSpec) -> None:
-    """Reject requests that no registered node could ever hold."""
-    largest = Node.objects.aggregate(cpu=Max("cpus"), memory=Max("memory_mb"))
-    node_gpus = list(Node.objects.values_list("gpus", flat=True))
-    max_gpus = max((len(n) for n in node_gpus), default=0)
-    gpu = spec.workers.resources.gpu
-    model = spec.workers.resources.gpu_model
-    if model is not None:
-        _check_gpu_model(model, gpu, node_gpus)
-    if gpu > max_gpus:
-        raise serializers.ValidationError(
-            {
-                "workers": {
-                    "resources": {
-                        "gpu": [
-                            f"{gpu} GPUs per worker requested, but the largest node has {max_gpus}."
-                        ]
-                    }
-                }
-            }
-        )
-    if largest["cpu"] is None:
-        return  # no nodes yet: the job waits for one, with a pending reason
-    sections = {
-        "parameter_servers": spec.parameter_servers.resources,
-        "workers": spec.workers.resources,
-        "coordinator": spec.coordinator.resources,
-    }
-    for section, res in sections.items():
-        for field, asked, have in (
-            ("cpu", res.cpu, largest["cpu"]),
-            ("memory_mb", res.memory_mb, largest["memory"]),
-        ):
-            if asked > have:
-                raise serializers.ValidationError(
-                    {
-                        section: {
-                            "resources": {
-                                field: [f"{asked} requested, but the largest node has {have}."]
-                            }
-                        }
-                    }
-                )
 
 
 _UNITS = {"cpu": "CPUs", "memory_mb": "MiB of memory", "gpu": "GPUs"}

@@ -22,17 +22,7 @@ from .selectors import loads_by
 def job_request(spec: JobSpec, workers: int | None = None) -> Resources:
     """What a job with this spec asks for: coordinator, every PS shard and `workers`
     workers (default: the spec's minimum)."""
-    coordinator = spec.coordinator.resources
-    ps = spec.parameter_servers
-    worker = spec.workers.resources
-    count = spec.workers.min if workers is None else workers
-    return Resources(
-        cpu=coordinator.cpu + ps.replicas * ps.resources.cpu + count * worker.cpu,
-        memory_mb=coordinator.memory_mb
-        + ps.replicas * ps.resources.memory_mb
-        + count * worker.memory_mb,
-        gpu=count * worker.gpu,
-    )
+    return spec.request(workers)
 
 
 def requested_at(team_id: int, priority: str, *, exclude_job: int | None = None) -> Resources:

@@ -19,6 +19,7 @@ from django import forms
 from rest_framework.exceptions import ErrorDetail
 
 from ps_runtime.agent.envspec import DEFAULT_TIMEOUT_SECONDS, requirements_from_text
+from trainhub.jobs.capacity import sized_to_fit
 from trainhub.jobs.choices import Priority
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.specyaml import SpecYamlError, load_spec_yaml
@@ -300,9 +301,10 @@ def dump_yaml(document: Mapping[str, Any]) -> str:
 
 
 def default_document(team: str = "") -> dict[str, Any]:
-    """What a new submission starts from: the spec's defaults, an example entrypoint."""
+    """What a new submission starts from: an example entrypoint and the spec's defaults,
+    made smaller where they would not fit the cluster or the team (`sized_to_fit`)."""
     spec = JobSpec(name="", team=team, entrypoint=EXAMPLE_ENTRYPOINTS[0], args=DEFAULT_ARGS)
-    return spec.to_dict()
+    return sized_to_fit(spec).to_dict()
 
 
 def spec_errors(detail: Any, prefix: str = "") -> list[tuple[str, str]]:

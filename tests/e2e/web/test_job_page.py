@@ -107,10 +107,12 @@ def test_a_member_watches_a_running_job_and_cancels_it(
 def test_a_pending_job_shows_why_it_waits_and_its_place(
     live_cluster: LiveCluster, as_person: SignedIn, started: list[dict[str, Any]]
 ) -> None:
-    # More CPU than the one 2-CPU node has: it waits, and says why.
-    spec = movielens_spec("web-too-big", {"epochs": 1})
-    spec["workers"] = {"min": 4, "max": 4, "resources": {"cpu": 1, "memory_mb": 512}}
-    job = live_cluster.submit(**spec)
+    # 1.5 CPUs of the 2-CPU node are taken: another 1.5 waits, and says why (a job larger
+    # than the whole cluster is refused at submission instead).
+    blocker = live_cluster.submit(**movielens_spec("web-blocker", {"epochs": 10000}))
+    started.append(blocker)
+    live_cluster.wait_state(blocker["id"], {"running"}, timeout=120)
+    job = live_cluster.submit(**movielens_spec("web-waits", {"epochs": 1}))
     started.append(job)
     with as_person("alice") as page:
         page.goto(f"{live_cluster.url}/jobs/{job['id']}/")

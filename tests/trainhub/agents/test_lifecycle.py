@@ -258,11 +258,13 @@ def test_other_teams_jobs_are_invisible(setup: dict[str, Any]) -> None:
 
 
 def test_pending_reason_when_nothing_fits(setup: dict[str, Any]) -> None:
-    job = make_job(setup["alice"], workers={"min": 3, "resources": {"cpu": 1.5}})
+    make_job(setup["alice"])  # 1.5 of the 4 CPUs (a larger job is refused at submission)
+    run_cycle(now=timezone.now())
+    job = make_job(setup["alice"], workers={"min": 2, "resources": {"cpu": 1.5}})
     run_cycle(now=timezone.now())
     job.refresh_from_db()
     assert job.state == JobState.PENDING
-    assert job.pending_reason == "not enough free cpu in the cluster: needs 5.5, 4 free"
+    assert job.pending_reason == "not enough free cpu in the cluster: needs 4, 2.5 free"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -55,7 +55,8 @@ def cluster(db: Any) -> dict[str, Any]:
     node, _ = make_node(cpus=4, memory_mb=8192)
     running = make_job(alice)
     run_cycle(now=timezone.now())  # places the first job
-    waiting = make_job(alice, workers={"min": 4, "max": 4, "resources": {"cpu": 2}})
+    # 3 CPUs: fits the node, not beside the first job's 1.5.
+    waiting = make_job(alice, workers={"min": 2, "max": 2, "resources": {"cpu": 1}})
     run_cycle(now=timezone.now())
     return {"node": node, "running": running, "waiting": waiting, "alice": alice}
 

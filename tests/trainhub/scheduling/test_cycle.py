@@ -240,14 +240,15 @@ def test_observe_only_decides_and_changes_nothing(cluster: dict[str, Any]) -> No
 
 def test_pending_reason_is_in_the_api(cluster: dict[str, Any]) -> None:
     c = cluster
-    job = _job(c["bob"], "lab", workers={"min": 5, "max": 5, "resources": SMALL})
+    _job(c["alice"], "owner")  # 3 of the 4 CPUs: 1 is left to lend
+    job = _job(c["bob"], "lab", workers={"min": 2, "max": 2, "resources": SMALL})
     run_cycle(now=timezone.now())
     client = APIClient()
     client.force_authenticate(c["bob"])
     body = client.get(f"/api/v1/jobs/{job.pk}/").json()
     assert body["state"] == "pending"
     assert body["pending_reason"] == (
-        "team quota exhausted: cpu 0/0, memory_mb 0/0; no idle quota to borrow (cpu 4 lendable)"
+        "team quota exhausted: cpu 0/0, memory_mb 0/0; no idle quota to borrow (cpu 1 lendable)"
     )
 
 
@@ -301,7 +302,7 @@ def test_a_job_preempted_before_its_tasks_started_is_requeued_on_the_next_heartb
 def test_schedule_command_prints_what_a_cycle_would_do(cluster: dict[str, Any]) -> None:
     c = cluster
     job = _job(c["alice"], "owner")
-    waiting = _job(c["bob"], "lab", workers={"min": 5, "max": 5, "resources": SMALL})
+    waiting = _job(c["bob"], "lab", workers={"min": 2, "max": 2, "resources": SMALL})
     out = io.StringIO()
     call_command("schedule", "--observe", "--policy", "fifo", stdout=out)
     node = c["node"].pk

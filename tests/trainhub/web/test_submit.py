@@ -317,10 +317,11 @@ def test_switching_tabs_converts_one_editor_into_the_other(world: dict[str, Any]
 def test_the_page_makes_a_fixed_number_of_queries(
     world: dict[str, Any], django_assert_num_queries: Any
 ) -> None:
-    """session, user, navigation, the user's teams (and the cloned job)."""
+    """session, user, navigation, the user's teams, then the nodes and the team's quota
+    that the new job's defaults are sized to (or the cloned job)."""
     job = make_job(world["alice"], **_small_spec(name="original"))
     client = _client(world["alice"])
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(6):
         assert client.get("/jobs/new/").status_code == 200
     with django_assert_num_queries(5):
         assert client.get(f"/jobs/new/?clone={job.pk}").status_code == 200
