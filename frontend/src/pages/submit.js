@@ -2,7 +2,8 @@
 // tabs asks the server to turn one into the other (`/jobs/new/convert/`), so both always
 // show the same spec; the server validates either on submit. Tabs follow the WAI-ARIA tabs
 // pattern: arrow keys, Home and End move between them. A code archive chosen in the form
-// is uploaded at once (submit/code.js).
+// is uploaded at once (submit/code.js). The YAML tab's editor (submit/yamleditor.js,
+// CodeMirror) is loaded when that tab is first shown; the textarea under it stays the field.
 
 import "./base.js";
 import { setupCodeUpload } from "./submit/code.js";
@@ -16,6 +17,19 @@ if (form) {
   const yaml = form.elements.namedItem("spec");
 
   const nameOf = (tab) => tab.id.replace("tab-", "");
+
+  let editor = null; // a promise of the YAML editor, once asked for
+  function showEditor() {
+    // A chunk that fails to load leaves the textarea, which works on its own.
+    editor ??= import("./submit/yamleditor.js")
+      .then((m) => m.attachYamlEditor(yaml))
+      .catch(() => null);
+    return editor;
+  }
+  function setYaml(text) {
+    yaml.value = text;
+    editor?.then((e) => e?.setText(text));
+  }
 
   function show(name) {
     for (const tab of tabs) {
@@ -64,10 +78,13 @@ if (form) {
       status.textContent = `Fix this first: ${where}${answer.error.message}`;
       return;
     }
-    if (name === "yaml") yaml.value = answer.yaml;
+    if (name === "yaml") setYaml(answer.yaml);
     else fill(answer.fields);
     show(name);
+    if (name === "yaml") showEditor();
   }
+
+  if (yaml && activeTab.value === "yaml") showEditor();
 
   const archive = form.elements.namedItem("code_file");
   if (archive) setupCodeUpload(form, archive);

@@ -64,7 +64,7 @@ def test_alice_uploads_code_and_lists_packages_and_the_job_page_shows_them(
 
         # The YAML tab carries them across, and back.
         page.get_by_role("tab", name="YAML").click()
-        spec_box = page.get_by_label("Job spec (YAML)", exact=True)
+        spec_box = page.locator("#id_spec")  # the field under the YAML editor
         expect(spec_box).to_have_value(re.compile(r"code: sha256:[0-9a-f]{64}"))
         expect(spec_box).to_have_value(
             re.compile(r"environment:\n  requirements: \[six>=1\.16\]\n  timeout_seconds: 600")

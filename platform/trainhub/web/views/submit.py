@@ -44,6 +44,7 @@ from ..forms import (
     dump_yaml,
     spec_errors,
 )
+from ..yamllines import locate_errors
 
 TABS = ("form", "yaml")
 FORBIDDEN = (
@@ -80,6 +81,14 @@ class Editors:
             for path, messages in self.form.errors.items()
             for message in messages
         ]
+
+    @property
+    def yaml_marks(self) -> list[dict[str, object]]:
+        """The YAML tab's errors, each with the line (and column) of the text it is on."""
+        if not self.yaml_errors:
+            return []
+        text = self.yaml.data.get("spec", "") if self.yaml.is_bound else ""
+        return [error.as_mark() for error in locate_errors(str(text), self.yaml_errors)]
 
     def refuse(self, errors: list[tuple[str, str]]) -> None:
         """Show `errors` beside the field (form) or beside the YAML they name."""
