@@ -33,6 +33,7 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -116,7 +117,14 @@ def submit_default_job(client: httpx.Client, base: str, password: str) -> dict[s
     reader.feed(page.text)
     assert reader.fields, "the submit page has no form with id job-form"
     action = reader.action or "/jobs/new/"
-    answer = client.post(action, data=reader.fields, headers={"Referer": f"{base}/jobs/new/"})
+    answer = client.post(
+        action,
+        content=urlencode(reader.fields),  # repeated names (a multi-select) as a browser sends
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Referer": f"{base}/jobs/new/",
+        },
+    )
     assert answer.status_code == 302, f"the default job was refused: {answer.text[-2000:]}"
     job_id = int(re.search(r"/jobs/(\d+)/", answer.headers["location"])[1])  # type: ignore[index]
     token = httpx.post(
