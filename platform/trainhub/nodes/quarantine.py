@@ -9,7 +9,8 @@ its own (a mistyped entrypoint) fails all its tasks at once, on any node, and mu
 take a node out by itself; a job placed here again after failing here counts once more
 only after another job's task ran or failed in between. A task that ran resets the
 count; so does an admin's uncordon (`services.set_node_state`), which also clears the
-reason.
+reason. The last ready node is never quarantined (a standalone's only node: nothing could
+run anywhere, and three typos in a row would do it); its failures are only counted.
 
 Which task ends count is decided by `start_outcome`; the jobs app reports every task end
 here (`jobs.services.reports`).
@@ -99,8 +100,15 @@ def note_task_end(
         return ""  # this job's failures here count once
     count = node.start_failures + 1
     limit: int = settings.NODE_QUARANTINE_AFTER
-    if limit <= 0 or count < limit or node.state != NodeState.ACTIVE:
-        # Already out of service (cordoned, draining, awaiting approval): only counted.
+    if (
+        limit <= 0
+        or count < limit
+        or node.state != NodeState.ACTIVE
+        or not _another_ready_node(node, now)
+    ):
+        # Already out of service (cordoned, draining, awaiting approval), or the only node
+        # that could run anything (a standalone's: cordoning it would stop every job, and
+        # a newcomer's typos fail at start too): only counted.
         Node.objects.filter(pk=node.pk).update(start_failures=count, start_failure_job_id=job_id)
         return ""
     reason = (
@@ -125,6 +133,11 @@ def note_task_end(
     )
     publish(NodeChanged(node_id=node.pk, reason=NODE_QUARANTINED))
     return reason
+
+
+def _another_ready_node(node: Node, now: datetime) -> bool:
+    """Whether a node other than `node` is active and alive: where restarts could go."""
+    return Node.objects.alive(now).filter(state=NodeState.ACTIVE).exclude(pk=node.pk).exists()
 
 
 def clear_quarantine(node_id: int) -> None:

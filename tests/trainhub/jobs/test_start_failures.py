@@ -124,6 +124,23 @@ def test_tasks_stopped_with_their_failed_job_reset_nothing(world: World) -> None
     assert _node(world).start_failures == 1
 
 
+@pytest.fixture
+def second_node(world: World) -> Node:
+    """Another ready node: where a quarantined node's jobs can go."""
+    node, _ = make_node("node-2", cpus=8, memory_mb=32768)
+    return node
+
+
+def test_the_only_ready_node_is_never_quarantined(world: World) -> None:
+    """A standalone's single node: cordoning it would stop every job, and a newcomer's
+    three mistyped entrypoints in a row fail at start just the same."""
+    for _ in range(4):
+        _fail_at_start(_placed(world))
+    node = _node(world)
+    assert (node.state, node.start_failures, node.quarantine_reason) == (NodeState.ACTIVE, 4, "")
+
+
+@pytest.mark.usefixtures("second_node")
 def test_three_failed_starts_in_a_row_quarantine_the_node(world: World, published: Capture) -> None:
     for _ in range(2):
         _fail_at_start(_placed(world))
@@ -162,6 +179,7 @@ def test_a_task_that_ran_resets_the_count(world: World) -> None:
     assert (node.state, node.start_failures) == (NodeState.ACTIVE, 1)
 
 
+@pytest.mark.usefixtures("second_node")
 def test_uncordon_clears_the_quarantine_and_the_count(world: World) -> None:
     for _ in range(3):
         _fail_at_start(_placed(world))

@@ -107,6 +107,7 @@ def test_a_quarantined_node_shows_why_in_the_list_and_on_its_page(settings: Any)
     settings.NODE_QUARANTINE_AFTER = 3
     root = make_user("root", superuser=True)
     node, _ = make_node("broken-1")
+    make_node("healthy-2")  # the last ready node is never quarantined
     _quarantine(node)
     client = _client(root)
     listed = client.get("/nodes/").content.decode()
