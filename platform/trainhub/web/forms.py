@@ -30,6 +30,8 @@ EXAMPLE_ENTRYPOINTS = (
     "ps_runtime.examples.ctr:train",
 )
 DEFAULT_ARGS: dict[str, Any] = {"epochs": 5}
+# The first example's name: a new submission is a whole job that runs as it is.
+DEFAULT_NAME = "movielens-mf"
 # The form's file input for a code archive; what it uploads fills the spec's `code`.
 CODE_FILE = "code_file"
 REQUIREMENTS = "environment.requirements"
@@ -301,9 +303,12 @@ def dump_yaml(document: Mapping[str, Any]) -> str:
 
 
 def default_document(team: str = "") -> dict[str, Any]:
-    """What a new submission starts from: an example entrypoint and the spec's defaults,
-    made smaller where they would not fit the cluster or the team (`sized_to_fit`)."""
-    spec = JobSpec(name="", team=team, entrypoint=EXAMPLE_ENTRYPOINTS[0], args=DEFAULT_ARGS)
+    """What a new submission starts from: an example job (name, entrypoint, arguments) and
+    the spec's defaults, made smaller where they would not fit the cluster or the team
+    (`sized_to_fit`): submitted unedited, it runs."""
+    spec = JobSpec(
+        name=DEFAULT_NAME, team=team, entrypoint=EXAMPLE_ENTRYPOINTS[0], args=DEFAULT_ARGS
+    )
     return sized_to_fit(spec).to_dict()
 
 

@@ -193,7 +193,7 @@ def test_the_forms_defaults_fit_a_small_cluster_and_are_accepted(alice: Any) -> 
     assert cpu == pytest.approx(2.0) and memory == 2048
     assert document["workers"]["resources"] == {"cpu": 1.0, "memory_mb": 1024, "gpu": 0}
     assert document["coordinator"]["resources"] == {"cpu": 0.5, "memory_mb": 512}
-    parse_job_spec({**document, "name": "first"}, user=alice)  # refuses nothing
+    parse_job_spec(document, user=alice)  # unedited, name included: refuses nothing
 
 
 def test_the_forms_defaults_fit_the_teams_ceiling(alice: Any) -> None:
