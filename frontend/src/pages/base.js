@@ -1,5 +1,5 @@
-// Loaded by every page: htmx (bundled from npm, never from a CDN), relative times, and on
-// narrow screens the navigation's menu button and keyboard access to tables that scroll.
+// Loaded by every page: htmx (bundled from npm, never from a CDN), relative times, the
+// navigation's menu button on narrow screens, and keyboard access to boxes that scroll.
 
 import htmx from "htmx.org";
 
@@ -34,33 +34,28 @@ function collapsibleNav(button) {
 const navButton = document.querySelector(".nav-toggle");
 if (navButton) collapsibleNav(navButton);
 
-/** On a narrow screen a wide table scrolls inside itself (phone.css), as a long code block
- * does; one that scrolls gets a tab stop, so it can be scrolled with the keyboard even when
- * it holds no link. Checked again whenever the page changes (htmx swaps, live updates) or
- * the window is resized. */
-function markScrollers() {
-  for (const box of document.querySelectorAll("table.grid, pre")) {
-    const scrolls =
-      box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX !== "visible";
-    if (scrolls && !box.hasAttribute("tabindex")) {
-      box.tabIndex = 0;
-      box.dataset.scrollStop = "";
-    } else if (!scrolls && "scrollStop" in box.dataset) {
-      box.removeAttribute("tabindex");
-      delete box.dataset.scrollStop;
-    }
+/** On a narrow screen a wide table scrolls sideways inside itself (phone.css), as a long
+ * code block does at any width. One with nothing focusable in it gets a tab stop, so the
+ * keyboard can scroll it too (GitHub's code blocks do the same). Not only when it scrolls
+ * right now: a window can be narrowed at any time, and the check would come a frame late. */
+const SCROLLERS = "table.grid, pre";
+const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+
+function markScrollers(root) {
+  const boxes = [...root.querySelectorAll(SCROLLERS)];
+  if (root.matches?.(SCROLLERS)) boxes.push(root);
+  for (const box of boxes) {
+    if (!box.hasAttribute("tabindex") && !box.querySelector(FOCUSABLE)) box.tabIndex = 0;
   }
 }
 
-let scrollersPending = false;
-function scheduleScrollerCheck() {
-  if (scrollersPending) return;
-  scrollersPending = true;
-  requestAnimationFrame(() => {
-    scrollersPending = false;
-    markScrollers();
-  });
-}
-new MutationObserver(scheduleScrollerCheck).observe(document.body, { childList: true, subtree: true });
-window.addEventListener("resize", scheduleScrollerCheck);
-markScrollers();
+// Tables that htmx swaps in or page scripts draw: marked in the same task (a mutation
+// observer's callback runs before anything else can look at the page).
+new MutationObserver((records) => {
+  for (const record of records) {
+    for (const node of record.addedNodes) {
+      if (node.nodeType === Node.ELEMENT_NODE) markScrollers(node);
+    }
+  }
+}).observe(document.body, { childList: true, subtree: true });
+markScrollers(document);
