@@ -181,7 +181,7 @@ class JobSpecSerializer(StrictSerializer):
         if team is None or (
             not getattr(user, "is_superuser", False) and role_in(user, team) is None
         ):
-            raise serializers.ValidationError(f"You are not a member of a team '{value}'.")
+            raise serializers.ValidationError(f"You are not a member of team '{value}'.")
         if not team.is_active:
             raise serializers.ValidationError(
                 f"Team '{value}' is deactivated; a platform admin can reactivate it."

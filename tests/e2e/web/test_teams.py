@@ -36,14 +36,14 @@ def test_a_team_admin_adds_changes_and_removes_a_member(
         page.get_by_label("Role", exact=True).select_option("viewer")
         page.get_by_role("button", name="Add member").click()
         expect(page.locator("#member-dana")).to_be_visible()
-        expect(page.locator("#members .notice")).to_have_text("dana is now viewer.")
+        expect(page.locator("#members .notice")).to_have_text("dana is now a viewer.")
         assert _members(live_cluster)["dana"] == "viewer"
         assert_accessible(page)
         save_screenshot(page, "team")
 
         page.get_by_label("Role of dana").select_option("member")
         page.get_by_role("button", name="Change role of dana").click()
-        expect(page.locator("#members .notice")).to_have_text("dana is now member.")
+        expect(page.locator("#members .notice")).to_have_text("dana is now a member.")
         assert _members(live_cluster)["dana"] == "member"
 
         page.get_by_role("button", name="Remove dana…").click()

@@ -213,7 +213,7 @@ def test_a_team_admin_adds_a_member_by_e_mail(world: World) -> None:
         "/teams/recsys/members/", {"username": "dana@example.com", "role": "viewer"}, headers=HTMX
     )
     assert response.status_code == 200
-    assert "dana is now viewer." in response.content.decode()
+    assert "dana is now a viewer." in response.content.decode()
     assert world.recsys.memberships.get(user__username="dana").role == Role.VIEWER
     assert _actions()[-1] == "member.add"
 

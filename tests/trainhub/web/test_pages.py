@@ -71,6 +71,10 @@ def test_a_wrong_password_signs_nobody_in() -> None:
     client = Client()
     response = client.post("/login/", {"username": "alice", "password": "wrong"})
     assert response.status_code == 200  # the form again, with its error
+    page = response.content.decode()
+    # The username stays as typed (escaped); the cursor goes to the password.
+    assert 'name="username" autocomplete="username" required value="alice"' in page
+    assert 'type="password" autocomplete="current-password" required autofocus' in page
     assert "_auth_user_id" not in client.session
     assert client.get("/").status_code == 302
 

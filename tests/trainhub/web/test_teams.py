@@ -163,7 +163,7 @@ def test_adding_through_htmx_answers_with_the_members_section(world: World) -> N
     assert response.status_code == 200
     page = response.content.decode()
     assert page.startswith('<section id="members"') and 'id="member-dave"' in page
-    assert "dave is now member." in page
+    assert "dave is now a member." in page
 
 
 def test_a_team_admin_changes_a_role_and_removes_a_member(world: World) -> None:

@@ -117,7 +117,7 @@ def _team(request: Request) -> Team:
         team = Team.objects.filter(slug=slug).first()
         member = team is not None and team.memberships.filter(user=user).exists()
         if team is None or not (member or is_platform_admin(user)):
-            raise exceptions.NotFound(f"You are not a member of a team '{slug}'.")
+            raise exceptions.NotFound(f"You are not a member of team '{slug}'.")
     else:
         teams = list(Team.objects.filter(memberships__user=user)[:2])
         if len(teams) != 1:

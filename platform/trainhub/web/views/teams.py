@@ -270,7 +270,7 @@ def member_add(request: HttpRequest, slug: str) -> HttpResponse:
     assert form.user is not None
     role = Role(form.cleaned_data["role"])
     add_member(team=team, user=form.user, role=role, actor=request.user)
-    return _members_answer(request, team, f"{form.user.username} is now {role.label.lower()}.")
+    return _members_answer(request, team, f"{form.user.username} is now {_a(role.label.lower())}.")
 
 
 @login_required
@@ -289,7 +289,7 @@ def member_role(request: HttpRequest, slug: str, username: str) -> HttpResponse:
         add_member(team=team, user=membership.user, role=role, actor=request.user)
     except TenancyError as exc:
         return _members_answer(request, team, status=409, row_error=(username, str(exc)))
-    return _members_answer(request, team, f"{username} is now {role.label.lower()}.")
+    return _members_answer(request, team, f"{username} is now {_a(role.label.lower())}.")
 
 
 @login_required
@@ -336,3 +336,8 @@ def team_quota(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect("web-team-detail", slug=team.slug)
     team = visible_team(request, slug)  # re-read the saved quota
     return render_page(request, page, fragment, _detail_context(request, team, quota_notice=notice))
+
+
+def _a(role: str) -> str:
+    """A role with its article: "a member", "an admin", "a viewer"."""
+    return f"an {role}" if role[:1] in "aeiou" else f"a {role}"
