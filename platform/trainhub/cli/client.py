@@ -282,12 +282,15 @@ def nodes(args: argparse.Namespace) -> None:
         print_json(page)
         return
     print_table(
-        ["ID", "HOSTNAME", "STATE", "ALIVE", "CPUS", "MEMORY", "GPUS", "TASKS", "LAST SEEN"],
+        ["ID", "HOSTNAME", "STATUS", "ALIVE", "CPUS", "MEMORY", "GPUS", "TASKS", "LAST SEEN"],
         [
             [
                 n["id"],
                 n["hostname"],
-                "drained" if n["drained"] else n["state"],
+                # The web's words: ready, cordoned (or quarantined), draining, drained, lost.
+                "drained"
+                if n["drained"]
+                else ("quarantined" if n["quarantine_reason"] else n["status"]),
                 "yes" if n["alive"] else "no",
                 f"{n['cpus']:g}",
                 f"{n['memory_mb']}Mi",

@@ -27,7 +27,6 @@ from trainhub.tenancy.resources import Resources
 from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
 from .jobspec import EnvironmentSpec
 from .models import Job, JobEvent, Task
-from .services.tls import node_material
 
 # A preempted job's PS shards and workers keep serving while its coordinator checkpoints.
 JOB_SERVING = JOB_PLACED | {JobState.PREEMPTED}
@@ -45,6 +44,10 @@ def desired_tasks(node: Node) -> DesiredTasks:
     )
     job_ids = {t.job_id for t in mine}
     clusters = _clusters(job_ids)
+    # Imported here: the services package imports the usage module, which reads loads
+    # from this one (a module-level import would make the two a cycle).
+    from .services.tls import node_material
+
     # TLS material goes only to the node that runs the task, for that node's address.
     tls = node_material(job_ids, node.address, timezone.now()) if mine else {}
     return DesiredTasks(

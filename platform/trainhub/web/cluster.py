@@ -26,10 +26,14 @@ LABELS = {"cpu": "CPU", "memory_mb": "Memory", "gpu": "GPU"}
 NO_LOAD = NodeLoad(Resources(), 0)
 
 
-def amount(resource: str, value: float) -> str:
-    """`1.5 CPU`, `16 GiB`, `512 MiB`, `2 GPU` (rounded for reading, not for arithmetic)."""
+def amount(resource: str, value: float, like: float | None = None) -> str:
+    """`1.5 CPU`, `16 GiB`, `512 MiB`, `2 GPU` (rounded for reading, not for arithmetic).
+
+    Memory is in GiB from 1 GiB on, else MiB; `like` picks the unit by another value
+    instead, so a part reads in its whole's unit ("0.5 of 32 GiB", not "512 MiB of 32 GiB").
+    """
     if resource == "memory_mb":
-        if abs(value) >= 1024:
+        if abs(value if like is None else like) >= 1024:
             return f"{round(value / 1024, 1):g} GiB"
         return f"{round(value):g} MiB"
     if resource == "gpu":
@@ -71,7 +75,7 @@ def allocations(held: Resources, capacity: Resources) -> list[Allocation]:
             Allocation(
                 resource=name,
                 label=LABELS[name],
-                allocated=amount(name, used),
+                allocated=amount(name, used, like=total),
                 capacity=amount(name, total),
                 percent=round(100 * used / total) if total > 0 else 0,
                 width=_width(used, total),
@@ -123,7 +127,7 @@ def quota_bars(
                 resource=name,
                 label=LABELS[name],
                 nominal=amount(name, quota),
-                used=amount(name, getattr(usage.used, name)),
+                used=amount(name, getattr(usage.used, name), like=quota),
                 borrowed=amount(name, borrowed),
                 lent=amount(name, lent),
                 used_width=_width(within, scale),

@@ -202,7 +202,7 @@ def test_nodes(user: dict[str, Any]) -> None:
     table = trainhub(user["config"], "nodes")
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()
-    assert header.split()[:3] == ["ID", "HOSTNAME", "STATE"]
-    assert row.split()[1:4] == ["gpu-box-1", "active", "yes"]
+    assert header.split()[:3] == ["ID", "HOSTNAME", "STATUS"]
+    assert row.split()[1:4] == ["gpu-box-1", "ready", "yes"]  # the web's word for it
     data = json.loads(trainhub(user["config"], "nodes", "--json").stdout)
     assert [len(n["gpus"]) for n in data["results"]] == [2]

@@ -13,7 +13,7 @@ from ps_runtime.agent.labels import KEY_PATTERN, MAX_LABELS, VALUE_PATTERN, Labe
 from ps_runtime.version import known_runtime_version
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import EnrollmentToken, Node
-from trainhub.nodes.selectors import agent_outdated, agent_version
+from trainhub.nodes.selectors import NodeStatus, agent_outdated, agent_version, node_status
 from trainhub.nodes.services import (
     TOKEN_MAX_CPUS,
     TOKEN_MAX_GPUS,
@@ -38,6 +38,15 @@ class NodeSerializer(serializers.ModelSerializer):
     usage = serializers.DictField(read_only=True)
     labels = serializers.DictField(child=serializers.CharField(), read_only=True)
     alive = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField(
+        help_text="What the web shows: ready (active and alive), cordoned, draining or lost "
+        "(not heard from in time, whatever its `state`)."
+    )
+    quarantine_reason = serializers.CharField(
+        read_only=True,
+        help_text="Why the node was cordoned on its own (tasks kept failing at start "
+        "there); empty otherwise.",
+    )
     active_tasks = serializers.IntegerField(read_only=True, help_text="Tasks running there now.")
     drained = serializers.SerializerMethodField(
         help_text="Draining and nothing runs there any more: safe to take out of service."
@@ -97,6 +106,8 @@ class NodeSerializer(serializers.ModelSerializer):
             "agent_version",
             "outdated",
             "state",
+            "status",
+            "quarantine_reason",
             "alive",
             "active_tasks",
             "drained",
@@ -112,6 +123,10 @@ class NodeSerializer(serializers.ModelSerializer):
 
     def get_alive(self, node: Node) -> bool:
         return node.is_alive(timezone.now())
+
+    @extend_schema_field(serializers.ChoiceField(choices=[s.value for s in NodeStatus]))
+    def get_status(self, node: Node) -> str:
+        return node_status(node, timezone.now()).value
 
     def get_drained(self, node: Node) -> bool:
         return node.state == NodeState.DRAINING and not getattr(node, "active_tasks", 0)
