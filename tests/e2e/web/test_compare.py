@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from ..browser import assert_accessible
+from ..browser import assert_accessible, save_screenshot
 from ..cluster import LiveCluster
 from ..test_services_mode import movielens_spec
 from .conftest import SignedIn
@@ -36,6 +36,15 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         expect(diff.locator('tr[data-path="args.dim"]')).to_contain_text("8")
         expect(diff.locator('tr[data-path="args.dim"]')).to_contain_text("16")
         expect(diff.locator('tr[data-path="args.epochs"]')).to_have_count(0)
+        # Each run's final and best value per metric, the best run named in words.
+        finals = page.locator("#compare-finals")
+        rmse = finals.locator('tr[data-final="test_rmse"]')
+        expect(rmse).to_contain_text("lower is better")
+        expect(rmse.locator("td")).to_have_count(2)
+        expect(rmse.locator("td.best-run")).to_have_count(1)
+        expect(rmse.locator("td.best-run")).to_contain_text("best run")
+        page.locator("#compare-finals").scroll_into_view_if_needed()
+        save_screenshot(page, "compare")
         assert_accessible(page)
 
         # Too few jobs: a message, not an error page.

@@ -3,11 +3,15 @@ side; other counts are refused with a message on the page, another team's job is
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
+from trainhub.telemetry.finals import better
+from trainhub.telemetry.models import MetricPoint
 from trainhub.tenancy.choices import Role
 from trainhub.web.specdiff import MISSING, flatten, spec_diff
 
@@ -101,9 +105,57 @@ def test_query_count_does_not_grow_with_the_jobs(
     jobs = [make_job(people["alice"], name=f"j{i}") for i in range(6)]
     client = _client(people["alice"])
     for some in (jobs[:2], jobs):
-        # session, user, navigation, the jobs with their teams
-        with django_assert_num_queries(4):
+        # session, user, navigation, the jobs with their teams, their metrics' finals
+        with django_assert_num_queries(5):
             assert client.get(f"/jobs/compare/?ids={_ids(*some)}").status_code == 200
+
+
+def test_a_table_gives_each_runs_final_and_best_value_per_metric(
+    people: dict[str, User],
+) -> None:
+    a = make_job(people["alice"], name="small")
+    b = make_job(people["alice"], name="big")
+    now = timezone.now()
+    points = [
+        (a, "test_rmse", [(1, 1.10), (2, 0.95), (3, 0.97)]),  # its best is not its last
+        (b, "test_rmse", [(1, 1.05), (2, 0.93)]),
+        (a, "auc", [(1, 0.70), (2, 0.81)]),
+        (b, "auc", [(1, 0.75), (2, 0.79)]),
+        (a, "lr", [(1, 0.5), (2, 0.1)]),  # no direction: a range, no best
+    ]
+    MetricPoint.objects.bulk_create(
+        MetricPoint(job=job, name=name, step=step, value=value, time=now)
+        for job, name, series in points
+        for step, value in series
+    )
+    page = _client(people["alice"]).get(f"/jobs/compare/?ids={_ids(a, b)}").content.decode()
+    table = re.search(r'<table class="grid" id="compare-finals">(.*?)</table>', page, re.S)
+    assert table
+    rows = {
+        name: [" ".join(re.sub(r"<[^>]+>", " ", cell).split()) for cell in cells]
+        for name, cells in (
+            (m[0], re.findall(r"<td[^>]*>(.*?)</td>", m[1], re.S))
+            for m in re.findall(r'<tr data-final="([^"]+)">(.*?)</tr>', table[1], re.S)
+        )
+    }
+    assert list(rows) == ["auc", "lr", "test_rmse"]
+    assert rows["test_rmse"] == [
+        "0.97 at step 3 best 0.95",
+        "0.93 at step 2 best 0.93 · best run",
+    ]
+    assert rows["auc"] == ["0.81 at step 2 best 0.81 · best run", "0.79 at step 2 best 0.79"]
+    assert rows["lr"] == ["0.1 at step 2 0.1 to 0.5", "no points"]
+    assert "lower is better" in table[1] and "higher is better" in table[1]
+
+
+def test_metric_directions_come_from_their_names() -> None:
+    assert [better(n) for n in ("train_loss", "test_rmse", "val_auc", "accuracy", "lr")] == [
+        "lower",
+        "lower",
+        "higher",
+        "higher",
+        "",
+    ]
 
 
 # The spec flattening itself

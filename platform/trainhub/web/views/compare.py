@@ -7,6 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from trainhub.jobs.models import Job
+from trainhub.telemetry.finals import final_values
 
 from ..specdiff import spec_diff
 
@@ -55,5 +56,9 @@ def job_compare(request: HttpRequest) -> HttpResponse:
         # Another team's job is not found, as on its own page.
         raise Http404("No such job.")
     jobs = [found[i] for i in ids]
-    context.update(jobs=jobs, diff=spec_diff([job.spec for job in jobs]))
+    context.update(
+        jobs=jobs,
+        diff=spec_diff([job.spec for job in jobs]),
+        finals=final_values(ids),
+    )
     return render(request, "web/job_compare.html", context)
