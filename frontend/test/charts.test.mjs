@@ -155,3 +155,22 @@ test("loadMetrics throws on an HTTP error", async () => {
     globalThis.fetch = saved;
   }
 });
+
+describe("line colours", async () => {
+  const { COLORS, colorOfName, colorOfRun } = await import("../src/lib/colors.js");
+
+  test("a metric's colour follows its name, not the order charts were drawn in", () => {
+    assert.equal(colorOfName("test_rmse"), colorOfName("test_rmse"));
+    assert.ok(COLORS.includes(colorOfName("train_loss")));
+    const names = ["train_loss", "test_rmse", "auc", "epoch", "examples_per_sec"];
+    const once = names.map(colorOfName);
+    const reversed = [...names].reverse().map(colorOfName).reverse();
+    assert.deepEqual(once, reversed);
+    assert.ok(new Set(once).size > 1, "every metric got one colour");
+  });
+
+  test("a run's colour is its place among the compared runs", () => {
+    assert.deepEqual([0, 1, 2].map(colorOfRun), COLORS.slice(0, 3));
+    assert.equal(colorOfRun(COLORS.length), COLORS[0]);
+  });
+});

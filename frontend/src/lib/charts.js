@@ -17,10 +17,9 @@ import {
   maxPointsFor,
   mergeLine,
 } from "./series.js";
+import { colorOfName, colorOfRun } from "./colors.js";
 
 const CHART_HEIGHT = 240;
-// Canvas strokes cannot use CSS variables; these read on light and dark backgrounds.
-const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#65a30d"];
 const BAND_ALPHA = "40"; // appended to a #rrggbb colour
 
 /** A CSS variable of the page's theme, or `fallback`. */
@@ -92,11 +91,16 @@ export class Charts {
     else this.redraw(chart);
   }
 
+  /** Keyed lines (runs) take the colours of `keys`' order, whatever order they load in. */
+  orderKeys(keys) {
+    keys.forEach((key, i) => this.keyColors.set(key, colorOfRun(i)));
+  }
+
   colorFor(key, chart) {
-    // The job page's single line takes the chart's colour, as before; keyed lines keep
-    // one colour per key across charts.
-    if (key === "main") return COLORS[[...this.charts.values()].indexOf(chart) % COLORS.length];
-    if (!this.keyColors.has(key)) this.keyColors.set(key, COLORS[this.keyColors.size % COLORS.length]);
+    // The job page's single line takes its metric's colour (the same on every page);
+    // keyed lines keep one colour per key across charts.
+    if (key === "main") return colorOfName(chart.name);
+    if (!this.keyColors.has(key)) this.keyColors.set(key, colorOfRun(this.keyColors.size));
     return this.keyColors.get(key);
   }
 

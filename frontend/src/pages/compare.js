@@ -12,6 +12,7 @@ async function start(root) {
     url: row.dataset.metricsUrl,
   }));
   const charts = new Charts(document.getElementById("charts"), document.getElementById("charts-empty"));
+  charts.orderKeys(jobs.map((job) => job.key)); // a run's colour follows its row, not load order
   await Promise.all(
     jobs.map((job) =>
       loadMetrics(charts, job.url, { key: job.key, label: job.label }).catch((err) =>
