@@ -87,12 +87,15 @@ def shown(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
 
 
-def final_values(job_ids: Sequence[int]) -> list[MetricRow]:
-    """Per metric (by name), each job's final, lowest and highest value; one query."""
+def final_values(job_ids: Sequence[int], names: Sequence[str] | None = None) -> list[MetricRow]:
+    """Per metric (by name; only `names` when given), each job's final, lowest and highest
+    value; one query."""
     last = MetricPoint.objects.filter(job_id=OuterRef("job_id"), name=OuterRef("name"))
+    points = MetricPoint.objects.filter(job_id__in=job_ids)
+    if names is not None:
+        points = points.filter(name__in=names)
     rows = (
-        MetricPoint.objects.filter(job_id__in=job_ids)
-        .order_by()  # no Meta.ordering in the GROUP BY
+        points.order_by()  # no Meta.ordering in the GROUP BY
         .values("job_id", "name")
         .annotate(
             low=Min("value"),

@@ -85,3 +85,27 @@ def test_a_pending_job_shows_its_reason_and_queue_position_live(
         expect(page.get_by_label(f"Compare web-list-first (#{first['id']})")).to_be_checked()
         compare.click()
         page.wait_for_url(re.compile(rf"/jobs/compare/\?ids={second['id']},{first['id']}$"))
+
+
+def test_chosen_metrics_are_columns_of_the_list(
+    as_person: SignedIn, live_cluster: LiveCluster
+) -> None:
+    """Type metric names into "Metric columns": each job's final value is a column, and
+    each started job's run time is in "Ran for"; a bad name is said beside the table."""
+    with as_person("alice") as page, ended_afterwards(live_cluster) as started:
+        job = live_cluster.submit(**small_spec("web-list-metrics", args={"epochs": 1}))
+        started.append(job["id"])
+        done = live_cluster.wait_state(job["id"], {"succeeded", "failed"}, timeout=240)
+        assert done["state"] == "succeeded", live_cluster.logs(job["id"])
+        page.goto(f"{live_cluster.url}/jobs/?name=web-list-metrics")
+        page.get_by_label("Metric columns").fill("test_rmse, no_such_metric")
+        page.wait_for_url(re.compile(r"metrics=test_rmse"))
+        row = page.locator(f'tr[data-job-id="{job["id"]}"]')
+        expect(page.locator("th.metric-column code")).to_have_text(["test_rmse", "no_such_metric"])
+        expect(row.locator("td.metric-value").first).to_have_text(re.compile(r"^0\.\d+$"))
+        expect(row.locator("td.metric-value").last).to_have_text("—")
+        expect(row.locator("td.duration")).to_have_text(re.compile(r"^\d+ (s|min \d+ s)$"))
+        assert_accessible(page)
+        page.get_by_label("Metric columns").fill("a;b")
+        expect(page.locator("#metrics-error")).to_contain_text("is not a metric name")
+        expect(row).to_be_visible()

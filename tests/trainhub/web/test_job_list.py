@@ -4,15 +4,18 @@ and reasons of pending jobs, and a fixed number of queries however many rows it 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
 from trainhub.scheduling.queue import queue_positions
+from trainhub.telemetry.models import MetricPoint
 from trainhub.tenancy.choices import Role
 
 from ..factories import make_job, make_team, make_user
@@ -163,3 +166,53 @@ def test_a_page_without_pending_jobs_skips_the_queue(
 def _options(page: str, select: str) -> list[str]:
     """The values a <select> offers."""
     return re.findall(r'<option value="([\w-]+)"', page.split(select)[1].split("</select>")[0])
+
+
+def test_chosen_metrics_and_run_times_are_columns(
+    world: dict[str, Any], django_assert_num_queries: Any
+) -> None:
+    """`?metrics=a,b`: each listed job's final value of those metrics, in one more query;
+    every job its run time."""
+    small, large = Job.objects.get(name="mf-small"), Job.objects.get(name="mf-large")
+    now = timezone.now()
+    Job.objects.filter(pk=large.pk).update(
+        started_at=now - timedelta(minutes=4, seconds=10), finished_at=now
+    )
+    MetricPoint.objects.bulk_create(
+        MetricPoint(job=job, name=name, step=step, value=value, time=now)
+        for job, name, step, value in (
+            (small, "test_rmse", 1, 1.2),
+            (small, "test_rmse", 2, 0.9321),
+            (large, "test_rmse", 5, 0.8877),
+            (large, "auc", 5, 0.81),
+        )
+    )
+    client = _client(world["alice"])
+    with django_assert_num_queries(7):  # the fragment's 6, and the finals
+        page = client.get("/jobs/?metrics=test_rmse,auc", headers=FRAGMENT).content.decode()
+    header = re.findall(r'<th scope="col" class="metric-column"><code>([^<]+)</code>', page)
+    assert header == ["test_rmse", "auc"]
+
+    def cells(job: Job) -> list[str]:
+        row = re.search(rf'<tr data-job-id="{job.pk}".*?</tr>', page, re.S)
+        assert row
+        return [
+            *re.findall(r'<td class="duration">([^<]*)</td>', row[0]),
+            *re.findall(r'<td class="metric-value">([^<]*)</td>', row[0]),
+        ]
+
+    assert cells(small) == ["—", "0.9321", "—"]  # never started; no auc
+    assert cells(large) == ["4 min 10 s", "0.8877", "0.81"]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "says"),
+    [("a,b,c,d,e,f", "at most 5 metrics"), ("rmse;drop", "is not a metric name")],
+)
+def test_bad_metric_columns_say_what_to_fix_and_list_the_jobs(
+    world: dict[str, Any], metrics: str, says: str
+) -> None:
+    page = _client(world["alice"]).get(f"/jobs/?metrics={metrics}").content.decode()
+    assert 'id="metrics-error"' in page and says in page
+    assert 'class="metric-column"' not in page
+    assert len(re.findall(r'<tr data-job-id="', page)) == 3  # alice's team's jobs all listed
