@@ -214,3 +214,26 @@ test("axis labels stay short", () => {
   assert.equal(compactNumber(12.5), "12.5");
   assert.equal(compactNumber(null), "");
 });
+
+describe("smoothing and the log axis", async () => {
+  const { smoothLine, allPositive } = await import("../src/lib/series.js");
+  const line = { steps: [1, 2, 3, 4], values: [4, 0, 4, 0], mins: [4, 0, 4, 0], maxs: [4, 0, 4, 0] };
+
+  test("no smoothing returns the line itself", () => {
+    assert.equal(smoothLine(line, 0), line);
+  });
+
+  test("an exponential moving average, bias-corrected, leaves the band raw", () => {
+    const smoothed = smoothLine(line, 0.5);
+    assert.equal(smoothed.values[0], 4); // not pulled towards zero
+    assert.ok(Math.abs(smoothed.values[1] - 4 / 3) < 1e-9);
+    assert.ok(Math.max(...smoothed.values.slice(1)) < 4 && Math.min(...smoothed.values) > 0);
+    assert.deepEqual(smoothed.mins, line.mins);
+    assert.deepEqual(line.values, [4, 0, 4, 0]); // the held line is not changed
+  });
+
+  test("a log axis only where every value is above zero", () => {
+    assert.equal(allPositive([line]), false);
+    assert.equal(allPositive([{ ...line, values: [1, 2], mins: [1, 2], maxs: [1, 2] }]), true);
+  });
+});

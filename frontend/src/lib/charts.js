@@ -16,6 +16,8 @@ import {
   lineFromPoints,
   maxPointsFor,
   mergeLine,
+  smoothLine,
+  allPositive,
 } from "./series.js";
 import { colorOfName, colorOfRun } from "./colors.js";
 
@@ -35,6 +37,7 @@ export class Charts {
     this.emptyNote = emptyNote;
     this.charts = new Map(); // name -> {el, plot, lines: Map(key -> {label, line, color})}
     this.keyColors = new Map(); // key -> colour, the same on every chart (compare page)
+    this.view = { log: false, smoothing: 0 }; // how every chart draws (setView)
     this.resizer = new ResizeObserver((entries) => {
       for (const entry of entries) {
         const chart = [...this.charts.values()].find((c) => c.el === entry.target);
@@ -104,8 +107,20 @@ export class Charts {
     return this.keyColors.get(key);
   }
 
+  /** Draw every chart with a log y axis (where all its values are above zero) and/or
+   * smoothed lines (`smoothing` 0..0.99). */
+  setView(view) {
+    this.view = { ...this.view, ...view };
+    for (const chart of this.charts.values()) this.rebuild(chart);
+  }
+
   data(chart) {
-    return alignLines([...chart.lines.values()].map((l) => l.line));
+    const lines = [...chart.lines.values()].map((l) => smoothLine(l.line, this.view.smoothing));
+    return alignLines(lines);
+  }
+
+  logAxis(chart) {
+    return this.view.log && allPositive([...chart.lines.values()].map((l) => l.line));
   }
 
   redraw(chart) {
@@ -162,12 +177,16 @@ export class Charts {
       hidden.push(at + 1, at + 2);
     }
     const data = this.data(chart);
+    const log = this.logAxis(chart);
+    // "log", "linear", or "linear-only": log asked for, but a value is not above zero.
+    chart.el.dataset.scale = log ? "log" : this.view.log ? "linear-only" : "linear";
     chart.plot = new uPlot(
       {
         title: chart.name,
         width: this.widthOf(chart.el),
         height: CHART_HEIGHT,
-        scales: { x: { time: false } },
+        // uPlot zooms on a drag across the chart and zooms out on a double-click.
+        scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
         axes: [
           { ...axis, label: "step", values: (_u, ticks) => ticks.map(compactNumber) },
           { ...axis, values: (_u, ticks) => ticks.map(compactNumber) },

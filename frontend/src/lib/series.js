@@ -187,6 +187,30 @@ export function alignLines(lines) {
   return data;
 }
 
+/**
+ * A line smoothed by an exponential moving average (TensorBoard's slider): each value
+ * becomes `weight` × the smoothed value before it + (1 − `weight`) × itself, bias-corrected
+ * so the first points are not pulled towards zero. `weight` 0 returns the line as it is;
+ * the min/max band stays the raw one.
+ */
+export function smoothLine(line, weight) {
+  const w = Math.min(Math.max(Number(weight) || 0, 0), 0.999);
+  if (w === 0) return line;
+  let last = 0;
+  let debias = 1;
+  const values = line.values.map((v) => {
+    last = last * w + (1 - w) * v;
+    debias *= w;
+    return last / (1 - debias);
+  });
+  return { ...line, values };
+}
+
+/** Whether every value, min and max of the lines is above zero: a log axis can show them. */
+export function allPositive(lines) {
+  return lines.every((l) => [l.values, l.mins, l.maxs].every((xs) => xs.every((v) => v > 0)));
+}
+
 export const MAX_POINTS_MIN = 100;
 export const MAX_POINTS_MAX = 2000;
 

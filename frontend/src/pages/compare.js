@@ -13,6 +13,7 @@ async function start(root) {
   }));
   const charts = new Charts(document.getElementById("charts"), document.getElementById("charts-empty"));
   charts.orderKeys(jobs.map((job) => job.key)); // a run's colour follows its row, not load order
+  setupControls(charts);
   await Promise.all(
     jobs.map((job) =>
       loadMetrics(charts, job.url, { key: job.key, label: job.label }).catch((err) =>
@@ -20,6 +21,22 @@ async function start(root) {
       ),
     ),
   );
+}
+
+/** Log scale and smoothing for every chart (progressive: hidden without this script). */
+function setupControls(charts) {
+  const controls = document.getElementById("chart-controls");
+  if (!controls) return;
+  const log = document.getElementById("log-scale");
+  const smoothing = document.getElementById("smoothing");
+  const shown = document.getElementById("smoothing-value");
+  log.addEventListener("change", () => charts.setView({ log: log.checked }));
+  smoothing.addEventListener("input", () => {
+    const weight = Number(smoothing.value);
+    shown.textContent = weight === 0 ? "off" : weight.toFixed(2);
+    charts.setView({ smoothing: weight });
+  });
+  controls.hidden = false;
 }
 
 const root = document.getElementById("compare");

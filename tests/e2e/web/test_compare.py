@@ -47,6 +47,16 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         save_screenshot(page, "compare")
         assert_accessible(page)
 
+        # Every chart on a log scale (RMSE is above zero), and smoothed.
+        expect(chart).to_have_attribute("data-scale", "linear")
+        page.get_by_label("Log scale").check()
+        expect(chart).to_have_attribute("data-scale", "log")
+        slider = page.get_by_label("Smoothing")
+        slider.focus()
+        page.keyboard.press("ArrowRight")  # the keyboard moves it, as the mouse does
+        expect(page.locator("#smoothing-value")).to_have_text("0.05")
+        expect(chart.locator(".u-legend")).to_contain_text(labels[0])  # redrawn, not lost
+
         # Too few jobs: a message, not an error page.
         page.goto(f"{live_cluster.url}/jobs/compare/?ids={jobs[0]['id']}")
         expect(page.locator("#compare-error")).to_contain_text("Compare 2 to 6 jobs")
