@@ -195,6 +195,31 @@ def with_env(command: list[str], extra: dict[str, str] | None) -> list[str]:
     return [*command[:at], *(f"{k}={v}" for k, v in extra.items()), *command[at:]]
 
 
+# An agent whose tasks run without the sandbox (a second agent on this machine).
+UNSANDBOXED = {"TRAINHUB_TASK_ISOLATION": "none"}
+
+
+def second_agent(cluster: LiveCluster, tmp: Path) -> dict[str, Any]:
+    """Enroll and start a second agent, `node-2` on 127.0.0.2 (its own task ports'
+    address), running tasks unsandboxed; its node as the API lists it once it is up.
+    Stop it with `cluster.group.stop(names=["agent2"])` (cordon it first: no later job may
+    be placed where no agent runs)."""
+    token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
+    state = tmp / "agent2.json"
+    enrolled = enroll_agent(
+        cluster.url, token, state, cluster.group.env, address="127.0.0.2", name="node-2"
+    )
+    assert enrolled.returncode == 0, enrolled.stderr
+    cluster.group.start("agent2", with_env(agent_command(state, tmp / "agent2"), UNSANDBOXED))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for node in cluster.api.get("/nodes/").json()["results"]:
+            if node["hostname"] == "node-2" and node["last_seen"]:
+                return dict(node)
+        time.sleep(0.3)
+    raise AssertionError("the second agent's node never came up")
+
+
 def _wait_node_alive(cluster: LiveCluster, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

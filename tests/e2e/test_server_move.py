@@ -11,16 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainhub.standalone.processes import agent_command, enroll_agent
 
 from ..conftest import require_services
-from .cluster import LiveCluster, fresh_database, job_processes, services_cluster, with_env
+from .cluster import (
+    UNSANDBOXED,
+    LiveCluster,
+    fresh_database,
+    job_processes,
+    second_agent,
+    services_cluster,
+)
 from .test_recovery import _events, _wait_metric
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 # The scenario needs nodes that host one team at a time (what reclaim clears by a move):
 # its agents opt out of the sandbox, which only a developer's setting does.
-UNSANDBOXED = {"TRAINHUB_TASK_ISOLATION": "none"}
 
 
 @pytest.fixture(scope="module")
@@ -54,24 +59,6 @@ def _spec(
     }
 
 
-def _second_node(cluster: LiveCluster, tmp: Path) -> dict[str, Any]:
-    """Enroll and start a second agent, on 127.0.0.2 (its own task ports' address)."""
-    token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
-    state = tmp / "agent2.json"
-    enrolled = enroll_agent(
-        cluster.url, token, state, cluster.group.env, address="127.0.0.2", name="node-2"
-    )
-    assert enrolled.returncode == 0, enrolled.stderr
-    cluster.group.start("agent2", with_env(agent_command(state, tmp / "agent2"), UNSANDBOXED))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for node in cluster.api.get("/nodes/").json()["results"]:
-            if node["hostname"] == "node-2" and node["last_seen"]:
-                return dict(node)
-        time.sleep(0.3)
-    raise AssertionError("the second agent's node never came up")
-
-
 def _story(cluster: LiveCluster, job_id: int) -> str:
     """A job's events and the end of its log, for a failed assertion."""
     events = "\n".join(
@@ -95,7 +82,7 @@ def test_reclaim_moves_a_server_of_a_replicated_job_which_keeps_running(
     node2: dict[str, Any] | None = None
     jobs: list[int] = []
     try:
-        node2 = _second_node(live_cluster, tmp_path)
+        node2 = second_agent(live_cluster, tmp_path)
         nodes = api.get("/nodes/").json()["results"]
         # These agents run tasks unsandboxed: a node then hosts one team at a time, which
         # is what this scenario reclaims.

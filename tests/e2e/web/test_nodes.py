@@ -10,18 +10,16 @@ import secrets
 import shlex
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from trainhub.standalone.processes import agent_command, enroll_agent
 
 from ...conftest import require_services
 from ..browser import assert_accessible, signed_in
-from ..cluster import ADMIN, LiveCluster, fresh_database, services_cluster, with_env
+from ..cluster import ADMIN, LiveCluster, fresh_database, second_agent, services_cluster
 from .conftest import SignedIn
 
 LIVE_MS = 15_000  # the node pages poll every ~4 s
@@ -125,28 +123,6 @@ def test_add_a_node_shows_an_install_command_to_copy(
 
 
 SMALL = {"cpu": 0.25, "memory_mb": 256}
-UNSANDBOXED = {
-    "TRAINHUB_TASK_ISOLATION": "none"
-}  # the second agent's tasks (as in test_server_move)
-
-
-def _second_agent(cluster: LiveCluster, tmp: Path) -> dict[str, Any]:
-    """Enroll and start a second agent (127.0.0.2): the last ready node is never
-    quarantined, so quarantine needs another node for the jobs to go to."""
-    token = cluster.api.post("/enrollment-tokens/", json={"max_uses": 1}).json()["token"]
-    state = tmp / "agent2.json"
-    enrolled = enroll_agent(
-        cluster.url, token, state, cluster.group.env, address="127.0.0.2", name="node-2"
-    )
-    assert enrolled.returncode == 0, enrolled.stderr
-    cluster.group.start("agent2", with_env(agent_command(state, tmp / "agent2"), UNSANDBOXED))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        for node in cluster.api.get("/nodes/").json()["results"]:
-            if node["hostname"] == "node-2" and node["last_seen"]:
-                return dict(node)
-        time.sleep(0.3)
-    raise AssertionError("the second agent's node never came up")
 
 
 def test_a_node_whose_tasks_fail_at_start_is_quarantined_with_the_reason(
@@ -157,7 +133,7 @@ def test_a_node_whose_tasks_fail_at_start_is_quarantined_with_the_reason(
     the admin's Uncordon puts it back. (A single node is never quarantined: the cluster
     here has a second one.)"""
     cluster = own_cluster
-    node2 = _second_agent(cluster, tmp_path)
+    node2 = second_agent(cluster, tmp_path)
     quarantined: dict[str, Any] | None = None
     try:
         for i in range(8):  # the jobs may land on either node: up to 8 until one is out

@@ -58,7 +58,7 @@ def test_a_platform_admin_onboards_a_team_and_its_first_user(
         page.get_by_label("Username or e-mail").fill("erin@example.com")
         page.get_by_label("Role", exact=True).select_option("admin")
         page.get_by_role("button", name="Add member").click()
-        expect(page.locator("#members .notice")).to_have_text("erin is now team admin.")
+        expect(page.locator("#members .notice")).to_have_text("erin is now a team admin.")
         expect(page.locator("#member-erin")).to_be_visible()
         assert_accessible(page)
 

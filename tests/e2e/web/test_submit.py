@@ -89,9 +89,12 @@ def test_a_yaml_with_min_above_max_shows_the_error_beside_the_yaml_and_creates_n
     with as_person("alice") as page:
         page.goto(f"{live_cluster.url}/jobs/new/")
         page.get_by_role("tab", name="YAML").click()
-        spec_box = page.get_by_label("Job spec (YAML)", exact=True)
-        expect(spec_box).to_be_visible()
+        # The editor (its chunk loads with the tab) takes the field's place: type into it
+        # once it is there, not into the field it is about to take over.
+        spec_box = page.get_by_role("textbox", name="Job spec (YAML)", exact=True)
+        expect(spec_box).to_have_attribute("contenteditable", "true")
         spec_box.fill(BAD_YAML)
+        expect(page.locator("#id_spec")).to_have_value(BAD_YAML)
         page.get_by_role("button", name="Submit job").click()
         page.wait_for_load_state()
 
