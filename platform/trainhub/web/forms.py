@@ -30,8 +30,7 @@ EXAMPLE_ENTRYPOINTS = (
     "ps_runtime.examples.ctr:train",
 )
 DEFAULT_ARGS: dict[str, Any] = {"epochs": 5}
-# The first example's name: a new submission is a whole job that runs as it is.
-DEFAULT_NAME = "movielens-mf"
+DEFAULT_NAME = "movielens-mf"  # the first example's: a new submission runs as it is
 # The form's file input for a code archive; what it uploads fills the spec's `code`.
 CODE_FILE = "code_file"
 REQUIREMENTS = "environment.requirements"
@@ -306,9 +305,8 @@ def default_document(team: str = "") -> dict[str, Any]:
     """What a new submission starts from: an example job (name, entrypoint, arguments) and
     the spec's defaults, made smaller where they would not fit the cluster or the team
     (`sized_to_fit`): submitted unedited, it runs."""
-    spec = JobSpec(
-        name=DEFAULT_NAME, team=team, entrypoint=EXAMPLE_ENTRYPOINTS[0], args=DEFAULT_ARGS
-    )
+    example = EXAMPLE_ENTRYPOINTS[0]
+    spec = JobSpec(name=DEFAULT_NAME, team=team, entrypoint=example, args=DEFAULT_ARGS)
     return sized_to_fit(spec).to_dict()
 
 
