@@ -248,24 +248,26 @@ class _Cancelling(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(cancel)
 
 
-def test_calls_cancelled_by_a_stopping_server_fail_over(servers_r1: Servers) -> None:
-    servers = servers_r1
+def _fails_over_from(servers: Servers, impostor: grpc.Server) -> None:
+    """Point server 1 (primary of shard 1) at `impostor` while pushes go on: its calls go
+    on to server 2, the shard's backup, with no error for the caller and no update lost."""
     client = _client(servers, 1)
-    stopping = grpc.server(ThreadPoolExecutor(2), handlers=[_Cancelling()])
-    port = stopping.add_insecure_port("127.0.0.1:0")
-    stopping.start()
+    port = impostor.add_insecure_port("127.0.0.1:0")
+    impostor.start()
     try:
         with Pusher(client) as pusher:
             pusher.pushes_after(5)
-            # Server 1 (primary of shard 1) now cancels what it gets: its calls go on to
-            # server 2, the shard's backup, with no error for the caller.
             client.move([*servers.addresses[:1], f"127.0.0.1:{port}", servers.addresses[2]])
             pusher.pushes_after(20)
         assert client._routes.server(1) == 2
         _assert_state_is_the_replay(client, pusher)
     finally:
-        stopping.stop(0)
+        impostor.stop(0)
         client.close()
+
+
+def test_calls_cancelled_by_a_stopping_server_fail_over(servers_r1: Servers) -> None:
+    _fails_over_from(servers_r1, grpc.server(ThreadPoolExecutor(2), handlers=[_Cancelling()]))
 
 
 def test_with_replication_two_two_servers_die_one_after_the_other(servers_r2: Servers) -> None:
@@ -334,25 +336,12 @@ def test_another_jobs_server_at_a_moved_servers_old_address_is_failed_over(
 ) -> None:
     """After a move the old port may be bound by a server of another job (the platform
     reuses ports): it refuses this job's token, and the calls go on to the shard's backup."""
-    servers = servers_r1
-    client = _client(servers, 1)
     other_job = grpc.server(
         ThreadPoolExecutor(2),
         handlers=[_Cancelling()],
         interceptors=[rpc.BearerAuthInterceptor("another-jobs-token")],
     )
-    port = other_job.add_insecure_port("127.0.0.1:0")
-    other_job.start()
-    try:
-        with Pusher(client) as pusher:
-            pusher.pushes_after(5)
-            client.move([*servers.addresses[:1], f"127.0.0.1:{port}", servers.addresses[2]])
-            pusher.pushes_after(20)
-        assert client._routes.server(1) == 2
-        _assert_state_is_the_replay(client, pusher)
-    finally:
-        other_job.stop(0)
-        client.close()
+    _fails_over_from(servers_r1, other_job)
 
 
 def test_a_token_every_replica_refuses_fails_the_call_at_once(servers_r1: Servers) -> None:
