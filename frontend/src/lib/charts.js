@@ -20,6 +20,7 @@ import {
   allPositive,
 } from "./series.js";
 import { colorOfName, colorOfRun } from "./colors.js";
+import { axisLabel, formatX, placeLine } from "./xaxis.js";
 
 const CHART_HEIGHT = 240;
 const BAND_ALPHA = "40"; // appended to a #rrggbb colour
@@ -37,7 +38,10 @@ export class Charts {
     this.emptyNote = emptyNote;
     this.charts = new Map(); // name -> {el, plot, lines: Map(key -> {label, line, color})}
     this.keyColors = new Map(); // key -> colour, the same on every chart (compare page)
-    this.view = { log: false, smoothing: 0 }; // how every chart draws (setView)
+    this.view = { log: false, smoothing: 0, x: "step" }; // how every chart draws (setView)
+    // With `view.x` other than "step": (key, x) -> a line's anchors (xaxis.js), or null
+    // where that line cannot be placed (it is left out).
+    this.anchorsOf = () => null;
     this.resizer = new ResizeObserver((entries) => {
       for (const entry of entries) {
         const chart = [...this.charts.values()].find((c) => c.el === entry.target);
@@ -77,13 +81,23 @@ export class Charts {
   }
 
   /** Append live `{step, value}` points to one line, creating the chart if needed. */
-  merge(name, points, { key = "main" } = {}) {
+  merge(name, points, { key = "main", label } = {}) {
     const chart = this.charts.get(name) ?? this.create(name);
     const held = chart.lines.get(key);
     const line = held ? held.line : emptyLine();
     const merged = mergeLine(line, points);
     if (merged === line) return;
-    this.put(chart, key, held ? held.label : key === "main" ? name : String(key), merged);
+    this.put(chart, key, held ? held.label : (label ?? (key === "main" ? name : String(key))), merged);
+  }
+
+  /** The points of one line as held (`{steps, values, mins, maxs}`), or null. */
+  lineOf(name, key = "main") {
+    return this.charts.get(name)?.lines.get(key)?.line ?? null;
+  }
+
+  /** Redraw every chart's data (its lines' x may have moved: new anchors). */
+  redrawAll() {
+    for (const chart of this.charts.values()) if (chart.plot) this.redraw(chart);
   }
 
   put(chart, key, label, line) {
@@ -107,15 +121,21 @@ export class Charts {
     return this.keyColors.get(key);
   }
 
-  /** Draw every chart with a log y axis (where all its values are above zero) and/or
-   * smoothed lines (`smoothing` 0..0.99). */
+  /** Draw every chart with a log y axis (where all its values are above zero), smoothed
+   * lines (`smoothing` 0..0.99) and/or over another x (`x`: "step", "epoch" or "time",
+   * placed by `anchorsOf`). */
   setView(view) {
     this.view = { ...this.view, ...view };
     for (const chart of this.charts.values()) this.rebuild(chart);
   }
 
   data(chart) {
-    const lines = [...chart.lines.values()].map((l) => smoothLine(l.line, this.view.smoothing));
+    const lines = [...chart.lines].map(([key, l]) => {
+      const line = smoothLine(l.line, this.view.smoothing);
+      if (this.view.x === "step") return line;
+      const anchors = this.anchorsOf(key, this.view.x);
+      return (anchors && placeLine(line, anchors)) ?? emptyLine();
+    });
     return alignLines(lines);
   }
 
@@ -127,6 +147,7 @@ export class Charts {
     const data = this.data(chart);
     chart.plot.setData(data);
     chart.el.dataset.points = String(data[0].length);
+    chart.el.dataset.drawn = String(drawnLines(data));
   }
 
   create(name) {
@@ -150,7 +171,8 @@ export class Charts {
     const muted = themeColor(this.root, "--muted", "#5b6270");
     const grid = themeColor(this.root, "--border-soft", "#eef0f3");
     const axis = { stroke: muted, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
-    const series = [{ label: "step" }];
+    const x = this.view.x;
+    const series = [{ label: x, value: (_u, v) => formatX(x, v, compactNumber) || "—" }];
     const bands = [];
     const hidden = [];
     for (const { label, color } of chart.lines.values()) {
@@ -180,6 +202,7 @@ export class Charts {
     const log = this.logAxis(chart);
     // "log", "linear", or "linear-only": log asked for, but a value is not above zero.
     chart.el.dataset.scale = log ? "log" : this.view.log ? "linear-only" : "linear";
+    chart.el.dataset.x = x;
     chart.plot = new uPlot(
       {
         title: chart.name,
@@ -188,7 +211,7 @@ export class Charts {
         // uPlot zooms on a drag across the chart and zooms out on a double-click.
         scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
         axes: [
-          { ...axis, label: "step", values: (_u, ticks) => ticks.map(compactNumber) },
+          { ...axis, label: axisLabel(x), values: (_u, ticks) => ticks.map((t) => formatX(x, t, compactNumber)) },
           { ...axis, values: (_u, ticks) => ticks.map(compactNumber) },
         ],
         series,
@@ -202,5 +225,13 @@ export class Charts {
     const rows = chart.plot.root.querySelectorAll(".u-legend .u-series");
     for (const i of hidden) if (rows[i]) rows[i].style.display = "none";
     chart.el.dataset.points = String(data[0].length);
+    chart.el.dataset.drawn = String(drawnLines(data));
   }
+}
+
+/** How many of a chart's lines (aligned data: x, then value/min/max per line) have a point. */
+function drawnLines(data) {
+  let drawn = 0;
+  for (let i = 1; i < data.length; i += 3) if (data[i].some((v) => v !== null && v !== undefined)) drawn += 1;
+  return drawn;
 }

@@ -8,6 +8,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection
+from django.db.models import F, Max, Min, Value
 
 from trainhub.jobs.models import Job
 
@@ -108,6 +109,43 @@ def metric_buckets(
         "downsampled": any(s.count > 1 for series in read.values() for s in series),
         "series": {p.name: [s.as_bucket() for s in read[p.name]] for p in plans},
     }
+
+
+def metric_clock(job: Job, *, max_points: int) -> list[dict[str, Any]]:
+    """When the job reached its steps: `{step, time}` pairs ascending by step, at most
+    `2 * max_points` of them, for charts drawn over time rather than steps.
+
+    The steps of every metric are cut into at most `max_points` equal ranges; each range
+    gives its first step with the earliest time reported in it and its last step with the
+    latest. Two queries. Empty once retention deleted the raw points (rollups keep no
+    time) or before the job reported anything.
+    """
+    span = MetricSeries.objects.filter(job=job).aggregate(
+        first=Min("first_step"), last=Max("last_step")
+    )
+    first, last = span["first"], span["last"]
+    if first is None or last is None:
+        return []
+    width = max(1, -(-(last - first + 1) // max_points))  # ceil
+    rows = (
+        MetricPoint.objects.filter(job=job)
+        .annotate(bucket=(F("step") - Value(first)) / Value(width))
+        .values("bucket")
+        .annotate(
+            first_step=Min("step"),
+            first_time=Min("time"),
+            last_step=Max("step"),
+            last_time=Max("time"),
+        )
+        .order_by("bucket")
+        .values_list("first_step", "first_time", "last_step", "last_time")
+    )
+    clock: list[dict[str, Any]] = []
+    for first_step, first_time, last_step, last_time in rows:
+        clock.append({"step": first_step, "time": first_time.isoformat()})
+        if last_step != first_step:
+            clock.append({"step": last_step, "time": last_time.isoformat()})
+    return clock
 
 
 def _read(job: Job, plans: list[Plan]) -> dict[str, list[Summary]]:

@@ -57,6 +57,36 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         expect(page.locator("#smoothing-value")).to_have_text("0.05")
         expect(chart.locator(".u-legend")).to_contain_text(labels[0])  # redrawn, not lost
 
+        # By epoch (the example reports `epoch` with each evaluation), and by time.
+        page.get_by_label("Epoch").check()
+        expect(chart).to_have_attribute("data-x", "epoch")
+        expect(chart).to_have_attribute("data-drawn", "2")
+        expect(chart.locator(".u-legend .u-series").first).to_contain_text("epoch")
+        page.get_by_label("Time").check()
+        expect(chart).to_have_attribute("data-x", "time")
+        expect(chart).to_have_attribute("data-drawn", "2")
+        expect(chart.locator(".u-legend .u-series").first).to_contain_text("time")
+        expect(page.locator("#x-axis-note")).to_be_hidden()
+        page.get_by_label("Step").check()
+        expect(chart).to_have_attribute("data-x", "step")
+
+        # A running job is compared live: its lines, its state and its final values
+        # arrive without a reload.
+        live = live_cluster.submit(**movielens_spec("cmp-live", {"epochs": 2, "dim": 8}))
+        page.goto(f"{live_cluster.url}/jobs/compare/?ids={jobs[0]['id']},{live['id']}")
+        page.evaluate("window.__sameLoad = true")
+        label = f"{live['name']} #{live['id']}"
+        row = page.locator(f'#compare-jobs tr[data-job-id="{live["id"]}"]')
+        assert row.get_attribute("data-state") not in {"succeeded", "failed", "cancelled"}
+        expect(page.locator("#compare-live")).to_have_text("live", timeout=15_000)
+        chart = page.locator('[data-metric="test_rmse"]')
+        expect(chart.locator(".u-legend")).to_contain_text(label, timeout=240_000)
+        expect(row.locator(".state")).to_have_text("succeeded", timeout=240_000)
+        cell = page.locator('#compare-finals tr[data-final="test_rmse"] td').nth(1)
+        expect(cell.locator(".final")).to_be_visible(timeout=15_000)
+        assert page.evaluate("window.__sameLoad") is True
+        assert_accessible(page)
+
         # Too few jobs: a message, not an error page.
         page.goto(f"{live_cluster.url}/jobs/compare/?ids={jobs[0]['id']}")
         expect(page.locator("#compare-error")).to_contain_text("Compare 2 to 6 jobs")

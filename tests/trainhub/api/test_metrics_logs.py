@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import httpx
@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry import selectors
 from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.retention import purge_expired
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
@@ -166,6 +167,47 @@ def test_a_bad_metrics_parameter_is_a_400_that_names_it(
     response = _as("alice").get(f"/api/v1/jobs/{job.pk}/metrics/", query)
     assert response.status_code == 400, response.content
     assert field in response.json()
+
+
+def test_the_clock_says_when_each_range_of_steps_was_reached(
+    job: Job, django_assert_num_queries: Any
+) -> None:
+    task = _task(job)
+    points = [
+        {"step": s, "time": NOW + timedelta(seconds=s / 10), "values": {"loss": 1.0, "acc": 0.5}}
+        for s in range(3000)
+    ]
+    ingest_metrics(task=task, points=points, now=NOW)
+    client = _as("alice")
+    url = f"/api/v1/jobs/{job.pk}/metrics/clock/"
+    with django_assert_num_queries(3):  # the job, the steps' span, the ranges
+        body = _get(client, url, {"max_points": 10}).json()
+    clock = body["clock"]
+    assert 10 <= len(clock) <= 20 and body["purged_at"] is None
+    assert clock[0] == {"step": 0, "time": NOW.isoformat()}
+    assert clock[-1] == {"step": 2999, "time": (NOW + timedelta(seconds=299.9)).isoformat()}
+    steps = [entry["step"] for entry in clock]
+    assert steps == sorted(set(steps))
+    for entry in clock:  # each pair is the step's own time
+        at = datetime.fromisoformat(entry["time"])
+        assert at == NOW + timedelta(seconds=entry["step"] / 10)
+    default = _get(client, url, {}).json()["clock"]  # 1,000 ranges: 3 steps each here
+    assert len(default) == 2000 and [e["step"] for e in default[:4]] == [0, 2, 3, 5]
+    refused = _get(client, url, {"max_points": 5})
+    assert refused.status_code == 400 and "max_points" in refused.json()
+    assert _get(_as("bob"), url, {}).status_code == 404  # another team's job
+
+
+def test_a_job_without_points_or_with_purged_points_has_no_clock(job: Job) -> None:
+    client = _as("alice")
+    url = f"/api/v1/jobs/{job.pk}/metrics/clock/"
+    assert _get(client, url, {}).json() == {"clock": [], "purged_at": None}
+    _metrics(job, 100)
+    assert len(_get(client, url, {}).json()["clock"]) == 100
+    Job.objects.filter(pk=job.pk).update(state="succeeded", finished_at=NOW)
+    assert purge_expired(now=NOW + timedelta(days=30), days=7).jobs == 1
+    body = _get(client, url, {}).json()
+    assert body["clock"] == [] and body["purged_at"] is not None
 
 
 def _lines(job: Job, count: int) -> list[LogLine]:

@@ -37,6 +37,7 @@ from trainhub.telemetry.selectors import (
     log_lines,
     log_text,
     metric_buckets,
+    metric_clock,
     metric_series,
 )
 
@@ -93,6 +94,18 @@ class MetricsQuery(serializers.Serializer[Any]):
 
     def validate_series(self, value: str) -> list[str]:
         return [n for n in value.split(",") if n]
+
+
+class ClockQuery(serializers.Serializer[Any]):
+    """The query of `metrics/clock/`."""
+
+    max_points = serializers.IntegerField(
+        min_value=10,
+        max_value=5000,
+        required=False,
+        default=1000,
+        help_text="Cut the job's steps into at most this many ranges (two pairs each).",
+    )
 
 
 class DownloadQuery(serializers.Serializer[Any]):
@@ -250,6 +263,44 @@ class JobTelemetryMixin(viewsets.GenericViewSet):
             job, max_points=params["max_points"], names=names, start=start, end=end
         )
         return Response({**body, **extra})
+
+    @extend_schema(
+        parameters=[ClockQuery],
+        responses={
+            200: inline_serializer(
+                "MetricClock",
+                {
+                    "clock": serializers.ListField(
+                        child=inline_serializer(
+                            "ClockEntry",
+                            {
+                                "step": serializers.IntegerField(),
+                                "time": serializers.DateTimeField(),
+                            },
+                        ),
+                        help_text="When the job reached its steps, ascending by step: each "
+                        "range of steps' first step with its earliest time and last step with "
+                        "its latest. Empty once retention deleted the raw points.",
+                    ),
+                    "purged_at": serializers.DateTimeField(allow_null=True),
+                },
+            )
+        },
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path="metrics/clock",
+        url_name="metrics-clock",
+        filter_backends=[],
+    )
+    def metrics_clock(self, request: Request, pk: str | None = None) -> Response:
+        """Step to wall-clock time, for charts drawn over time (the Compare page's x axis)."""
+        job = self._job()
+        query = ClockQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        clock = metric_clock(job, max_points=query.validated_data["max_points"])
+        return Response({"clock": clock, "purged_at": budget_counts(job)["purged_at"]})
 
     @extend_schema(
         parameters=[LogsQuery],
