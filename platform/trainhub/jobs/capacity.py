@@ -8,22 +8,25 @@ nodes may join later (a scripted setup submits before its agents enroll), and th
 waits with a pending reason until one does.
 
 Used by the spec's validation (`spec.JobSpecSerializer`, so the API, the CLI, the web form
-and its "Check" refuse alike) and by the submit form's defaults (`sized_to_fit`).
+and its "Check" refuse alike), by the submit form's defaults (`sized_to_fit`), and by the
+scheduling cycle, which words the same verdict as the pending reason of a job accepted
+before the cluster shrank (`never_fits`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rest_framework import serializers
 
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Quota
-from trainhub.tenancy.resources import EPSILON, Resources
+from trainhub.tenancy.resources import EPSILON, RESOURCE_NAMES, Resources
 
 from .jobspec import JobSpec, ResourceSpec
 
@@ -61,13 +64,71 @@ def cluster_capacity() -> ClusterCapacity:
     )
 
 
-def _roles(spec: JobSpec) -> dict[str, tuple[int, ResourceSpec]]:
+class TaskSize(Protocol):
+    """What one task asks for: a spec's `ResourceSpec`, or the policy's `Resources`."""
+
+    @property
+    def cpu(self) -> float: ...
+    @property
+    def memory_mb(self) -> float: ...
+    @property
+    def gpu(self) -> float: ...
+
+
+# Per role ("workers", "parameter_servers", "coordinator", in this order): the number of
+# its tasks in the gang at the job's smallest size, and what each of them asks for.
+Gang = Mapping[str, tuple[int, TaskSize]]
+
+
+def gang_of(spec: JobSpec) -> dict[str, tuple[int, ResourceSpec]]:
     """Each role's task count in the gang (workers at their minimum) and task size."""
     return {
         "workers": (spec.workers.min, spec.workers.resources),
         "parameter_servers": (spec.parameter_servers.replicas, spec.parameter_servers.resources),
         "coordinator": (1, spec.coordinator.resources),
     }
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """One way a gang exceeds what the counted nodes could ever hold: a task of `role`
+    needs more of `name` than the largest node has (`per_task`), or the whole gang more
+    than all the nodes together (`role`: the one asking for most of it)."""
+
+    role: str
+    name: str
+    need: float
+    have: float
+    per_task: bool
+
+
+def task_shortfalls(
+    gang: Gang, capacity: ClusterCapacity, names: tuple[str, ...] = RESOURCE_NAMES
+) -> list[Shortfall]:
+    """Each role's task, per resource of `names`, larger than the largest node."""
+    limits = [(name, getattr(capacity.largest, name)) for name in names]
+    found = []
+    for role, (_, task) in gang.items():
+        for name, have in limits:
+            asked = getattr(task, name)
+            if asked > have + EPSILON:
+                found.append(Shortfall(role, name, asked, have, per_task=True))
+    return found
+
+
+def gang_shortfalls(gang: Gang, capacity: ClusterCapacity) -> list[Shortfall]:
+    """Each resource the gang at its smallest size needs more of than the whole cluster."""
+    found = []
+    for name in RESOURCE_NAMES:
+        need, have = 0.0, getattr(capacity.total, name)
+        for count, task in gang.values():
+            need += count * getattr(task, name)
+        if need > have + EPSILON:
+            # Beside the role asking for the most (ties: workers, then PS servers).
+            parts = {role: count * getattr(task, name) for role, (count, task) in gang.items()}
+            role = max(parts, key=lambda r: parts[r])
+            found.append(Shortfall(role, name, need, have, per_task=False))
+    return found
 
 
 def _error(section: str, name: str, message: str) -> dict[str, Any]:
@@ -89,6 +150,10 @@ def _amount(name: str, value: float) -> str:
         return f"{value:g} MiB of memory"
     unit = "CPU" if name == "cpu" else "GPU"
     return f"{value:g} {unit}{'' if value == 1 else 's'}"
+
+
+def _nodes(capacity: ClusterCapacity) -> str:
+    return f"{capacity.nodes} node{'' if capacity.nodes == 1 else 's'}"
 
 
 def check_fits_cluster(spec: JobSpec, capacity: ClusterCapacity) -> None:
@@ -113,49 +178,63 @@ def check_fits_cluster(spec: JobSpec, capacity: ClusterCapacity) -> None:
         )
     if capacity.nodes == 0:
         return  # no nodes yet: the job waits for one, with a pending reason
+    gang = gang_of(spec)
     errors: dict[str, Any] = {}
-    for section, (_, task) in _roles(spec).items():
-        for name in ("cpu", "memory_mb"):
-            asked, have = getattr(task, name), getattr(capacity.largest, name)
-            if asked > have + EPSILON:
-                _merge(
-                    errors,
-                    _error(
-                        section,
-                        name,
-                        f"{_amount(name, asked)} per task requested, but the largest node "
-                        f"has {_amount(name, have)}.",
-                    ),
-                )
+    for s in task_shortfalls(gang, capacity, ("cpu", "memory_mb")):
+        message = (
+            f"{_amount(s.name, s.need)} per task requested, but the largest node "
+            f"has {_amount(s.name, s.have)}."
+        )
+        _merge(errors, _error(s.role, s.name, message))
     if errors:
         raise serializers.ValidationError(errors)
-    for name in ("cpu", "memory_mb", "gpu"):
-        _merge(errors, _check_gang_total(spec, capacity, name))
+    for s in gang_shortfalls(gang, capacity):
+        breakdown = ", ".join(
+            _tasks(role, count, getattr(task, s.name))
+            for role, (count, task) in reversed(gang.items())
+            if getattr(task, s.name)
+        )
+        message = (
+            f"This job needs {_amount(s.name, s.need)} in all at its smallest size "
+            f"({breakdown}), but the whole cluster has {s.have:g} ({_nodes(capacity)}), so "
+            "it could never start. Ask for less per task, or fewer workers (workers.min) or "
+            "parameter servers, or add nodes."
+        )
+        _merge(errors, _error(s.role, s.name, message))
     if errors:
         raise serializers.ValidationError(errors)
 
 
-def _check_gang_total(spec: JobSpec, capacity: ClusterCapacity, name: str) -> dict[str, Any]:
-    """The error (empty if none) for a gang that needs more of `name` than the cluster has."""
-    roles = _roles(spec)
-    parts = {section: count * getattr(task, name) for section, (count, task) in roles.items()}
-    need, have = sum(parts.values()), getattr(capacity.total, name)
-    if need <= have + EPSILON:
-        return {}
-    # Beside the field of the role asking for the most (ties: workers, then PS servers).
-    section = max(parts, key=lambda s: parts[s])
-    breakdown = ", ".join(
-        _tasks(section_name, count, getattr(task, name))
-        for section_name, (count, task) in reversed(roles.items())
-        if getattr(task, name)
-    )
-    nodes = f"{capacity.nodes} node{'' if capacity.nodes == 1 else 's'}"
-    return _error(
-        section,
-        name,
-        f"This job needs {_amount(name, need)} in all at its smallest size ({breakdown}), "
-        f"but the whole cluster has {have:g} ({nodes}), so it could never start. Ask for "
-        "less per task, or fewer workers (workers.min) or parameter servers, or add nodes.",
+# The start of every `never_fits` reason (`scheduling/reasons.py` groups them by it).
+NEVER_FITS = "can never start on this cluster"
+_ONE_TASK = {"workers": "a worker", "parameter_servers": "a parameter server"}
+
+
+def never_fits(gang: Gang, capacity: ClusterCapacity) -> str:
+    """Why a job already accepted can never start ("" when it could): what
+    `check_fits_cluster` refuses at submission, as a pending reason, for a job accepted
+    before a node was drained, revoked or removed (or before that check existed), which
+    would otherwise wait forever behind a reason that promises it a turn.
+
+    Compares against the counted nodes only (no database): the scheduling cycle reads
+    `cluster_capacity()` once and asks this of each job its policy left waiting.
+    """
+    if capacity.nodes == 0:
+        return ""  # nodes may join later: the policy's reason ("no nodes are available")
+    found = task_shortfalls(gang, capacity) or gang_shortfalls(gang, capacity)
+    if not found:
+        return ""
+    s = found[0]
+    if s.per_task:
+        return (
+            f"{NEVER_FITS}: {_ONE_TASK.get(s.role, 'its coordinator')} needs "
+            f"{_amount(s.name, s.need)}, the largest node has {_amount(s.name, s.have)}; "
+            "cancel it and submit a smaller one, or add a larger node"
+        )
+    return (
+        f"{NEVER_FITS}: it needs {_amount(s.name, s.need)} in all at its smallest size, the "
+        f"whole cluster has {s.have:g} ({_nodes(capacity)}); cancel it and submit a smaller "
+        "one, or add nodes"
     )
 
 
@@ -221,7 +300,7 @@ def sized_to_fit(spec: JobSpec, capacity: ClusterCapacity | None = None) -> JobS
     room = _room(spec.team, capacity)
     if room is None:
         return spec
-    roles = _roles(spec)
+    roles = gang_of(spec)
     sized = {section: task for section, (_, task) in roles.items()}
     for name, step in _STEPS.items():
         need = sum(count * getattr(task, name) for count, task in roles.values())

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 
+from trainhub.jobs.capacity import NEVER_FITS
 from trainhub.jobs.choices import JOB_ACTIVE, JobState
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job
@@ -112,7 +113,11 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
 
 def forecast_start(job: Job, *, now: datetime) -> datetime | None:
     """When a pending job is expected to start (None: unknown); kept 30 s per job, since
-    the job page asks every 10 s and the forecast reads the whole cluster."""
+    the job page asks every 10 s and the forecast reads the whole cluster. None without a
+    forecast for a job the last cycle found the cluster can never hold (`never_fits.py`):
+    it has no start to expect."""
+    if job.pending_reason.startswith(NEVER_FITS):
+        return None
     key = f"trainhub:forecast:{job.pk}"
     cached = cache.get(key)
     if cached is not None:

@@ -3,8 +3,8 @@
 The policy words each reason for people, with numbers ("team quota exhausted: cpu 0/2");
 `kind_of` maps it to a short, stable label (`team_quota`) for `/metrics`. The prefixes
 are the policy's own wording (`policy/quota.py`, `policy/placement.py`, `policy/cfs.py`,
-`policy/reclaim.py`, `policy/baselines.py`) and the job services'; a reason none of them
-starts is `other`.
+`policy/reclaim.py`, `policy/baselines.py`), the job services' and the cycle's own for a
+job the cluster can never hold (`never_fits.py`); a reason none of them starts is `other`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("capacity reclaimed for it", "reclaiming"),
     ("its team's idle quota is lent out", "quota_lent_out"),
     ("team quota exhausted", "team_quota"),
+    ("can never start on this cluster", "never_fits"),
     ("no nodes are available", "no_nodes"),
     ("the nodes with room run tasks of another team", "isolation"),
     ("no node has", "no_node_fits"),

@@ -20,6 +20,7 @@ from . import policy
 from .apply import apply_decisions, describe_decisions, summary
 from .locks import try_advisory_xact_lock
 from .models import CycleRecord
+from .never_fits import reword_never_fitting
 from .policy.order import vruntime_increment
 from .snapshot import ClusterView, read_cluster
 
@@ -123,6 +124,7 @@ def run_cycle(
         started = time.perf_counter()
         decisions = policy.schedule(view.snapshot, name)
         seconds = time.perf_counter() - started
+        reword_never_fitting(view.snapshot, decisions)
         lines = tuple(describe_decisions(decisions))
         last = CycleRecord.objects.select_for_update().first()
         if observe:
