@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from rest_framework import serializers
 
-from trainhub.strictjson import JsonTypedSerializer
+from trainhub.strictjson import JsonTypedSerializer, StrictSerializer
 from trainhub.tenancy.accounts import USERNAME_PATTERN, password_problems
 from trainhub.tenancy.choices import Priority, Role
 from trainhub.tenancy.models import Membership, Team
@@ -23,11 +23,34 @@ from trainhub.tenancy.resources import (
 class TeamSerializer(JsonTypedSerializer, serializers.ModelSerializer):
     slug = serializers.SlugField(max_length=63)
     name = serializers.CharField(max_length=200)
+    is_active = serializers.BooleanField(
+        read_only=True,
+        help_text="False once a platform admin deactivated the team: it takes no new jobs "
+        "and its quota is zero.",
+    )
 
     class Meta:
         model = Team
-        fields = ["slug", "name", "created_at"]
-        read_only_fields = ["created_at"]
+        fields = ["slug", "name", "is_active", "created_at"]
+        read_only_fields = ["is_active", "created_at"]
+
+
+class TeamChangeSerializer(StrictSerializer):
+    """`PATCH /api/v1/teams/{slug}/`: what a platform admin changes of a team, as on its
+    page; a field left out stays as it is."""
+
+    name = serializers.CharField(max_length=200, required=False)
+    is_active = serializers.BooleanField(
+        required=False,
+        help_text="false deactivates the team (refused while it has active jobs) and sets "
+        "its quota to zero; true reactivates it (its quota stays zero until set again).",
+    )
+
+    def refusals(self, data: dict[str, Any]) -> dict[str, Any]:
+        problems = super().refusals(data)
+        for name in sorted(problems.keys() & {"slug", "created_at"}):
+            problems[name] = [f"A team's {name} cannot be changed; only name and is_active can."]
+        return problems
 
 
 class MembershipSerializer(JsonTypedSerializer, serializers.ModelSerializer):

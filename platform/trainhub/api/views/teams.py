@@ -1,20 +1,32 @@
-"""`/api/v1/teams/` with members and quota, and `/api/v1/users/`."""
+"""`/api/v1/teams/` with members and quota, and `/api/v1/users/`.
+
+Platform admins create, rename, deactivate and reactivate teams here through the tenancy
+services the teams pages call (`web/views/team_admin.py`): the same rules, refusals and
+audit entries."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from trainhub.jobs.choices import JOB_ACTIVE
+from trainhub.jobs.models import Job
 from trainhub.jobs.usage import held_by, quota_usage
 from trainhub.tenancy.accounts import UserNotFound, find_user
 from trainhub.tenancy.choices import Priority, Role
@@ -23,6 +35,7 @@ from trainhub.tenancy.policies import (
     can_change_quota,
     can_create_team,
     can_manage_members,
+    can_rename_team,
 )
 from trainhub.tenancy.services import (
     QuotaValues,
@@ -31,8 +44,10 @@ from trainhub.tenancy.services import (
     create_team,
     create_user,
     remove_member,
+    rename_team,
     set_priority_caps,
     set_quota,
+    set_team_active,
 )
 
 from ..errors import Conflict, ErrorResponse
@@ -42,6 +57,7 @@ from ..serializers.tenancy import (
     MembershipSerializer,
     QuotaSerializer,
     RoleSerializer,
+    TeamChangeSerializer,
     TeamSerializer,
     UserSerializer,
     quota_document,
@@ -49,10 +65,18 @@ from ..serializers.tenancy import (
 
 USERNAME = OpenApiParameter("username", str, OpenApiParameter.PATH, description="A member.")
 LAST_ADMIN = OpenApiResponse(ErrorResponse, description="It would leave the team without an admin.")
+ACTIVE_REFUSED = OpenApiResponse(
+    inline_serializer(
+        "TeamActiveRefused",
+        {"is_active": serializers.ListField(child=serializers.CharField())},
+    ),
+    description="The team has active jobs, so it cannot be deactivated; nothing changed.",
+)
 
 
 class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
-    """Teams you belong to (platform admins: all). Platform admins create teams."""
+    """Teams you belong to (platform admins: all). Platform admins create, rename,
+    deactivate and reactivate teams."""
 
     serializer_class = TeamSerializer
     lookup_field = "slug"
@@ -79,6 +103,35 @@ class TeamViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except TenancyError as exc:
             raise Conflict(str(exc)) from exc
         return Response(TeamSerializer(team).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        request=TeamChangeSerializer,
+        responses={200: TeamSerializer, 403: ErrorResponse, 409: ACTIVE_REFUSED},
+    )
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Rename the team, or deactivate (`is_active: false`) or reactivate it (platform
+        admins), as its page does."""
+        team = self.get_object()
+        if not can_rename_team(request.user, team):
+            raise PermissionDenied("Only platform admins rename, deactivate and reactivate teams.")
+        params = TeamChangeSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        change = params.validated_data
+        with transaction.atomic():  # both changes, or (a refusal) neither
+            if "is_active" in change:
+                running = Job.objects.filter(team=team, state__in=JOB_ACTIVE).count()
+                try:
+                    set_team_active(
+                        team=team,
+                        active=change["is_active"],
+                        active_jobs=running,
+                        actor=request.user,
+                    )
+                except TenancyError as exc:
+                    raise Conflict({"is_active": [str(exc)]}) from exc
+            if "name" in change:
+                rename_team(team=team, name=change["name"], actor=request.user)
+        return Response(TeamSerializer(team).data)
 
     @extend_schema(methods=["GET"], responses={200: MembershipSerializer(many=True)})
     @extend_schema(
