@@ -1,6 +1,7 @@
 """The YAML tab's editor (CodeMirror), as alice: line numbers, no soft wrap, Tab leaves it;
 a spec with an unknown field and workers.max below workers.min, typed into it, is refused
-with both errors listed ("line N") and both lines marked in the editor; axe-clean."""
+with both errors listed ("line N"), by "Check" too, and both lines marked in the editor;
+axe-clean."""
 
 from __future__ import annotations
 
@@ -71,6 +72,15 @@ def test_both_errors_are_listed_and_marked_on_their_lines_in_the_editor(
         page.keyboard.press("Tab")
         expect(editor).not_to_be_focused()
         expect(page.locator("#id_spec")).to_have_value(TEXT + TYPED)
+
+        # "Check" lists both errors with their lines too.
+        page.get_by_role("button", name="Check").click()
+        checked = page.locator("#preview .preview-invalid li")
+        expect(checked).to_have_count(2)
+        expect(checked.filter(has_text="Unknown field 'foo'.")).to_contain_text("line 10: foo")
+        expect(checked.filter(has_text="max (2) must be at least min (3).")).to_contain_text(
+            "line 7: workers.max"
+        )
 
         page.get_by_role("button", name="Submit job").click()
         page.wait_for_load_state()

@@ -1,6 +1,6 @@
 """The YAML tab lists every error of a refused spec with the line it is on ("line 9"
 links), and hands the editor the same places to mark (`#yaml-marks`); the form tab lists
-every error too."""
+every error too. The preview's "Check" lists the YAML tab's errors with the same lines."""
 
 from __future__ import annotations
 
@@ -119,3 +119,35 @@ def test_the_form_tab_lists_a_type_problem_and_max_below_min_together(alice: Use
     assert "max (2) must be at least min (3)." in page
     assert "Expected a whole number." in page
     assert "fix the 2 errors shown beside the fields" in page
+
+
+def _checked(user: User, data: dict[str, str]) -> list[str]:
+    """The errors the preview's "Check" lists, as text."""
+    client = Client()
+    client.force_login(user)
+    body = client.post("/jobs/new/preview/", data).content.decode()
+    assert "Not a valid spec yet" in body
+    items = re.findall(r"<li>(.*?)</li>", body.split("<ul>")[1].split("</ul>")[0])
+    return sorted(html.unescape(re.sub(r"</?code>", "", item)) for item in items)
+
+
+def test_check_lists_each_yaml_error_with_its_line(alice: User) -> None:
+    assert _checked(alice, {"tab": "yaml", "mode": "yaml", "spec": TEXT}) == [
+        "line 4: foo Unknown field 'foo'.",
+        "line 8: workers.max max (2) must be at least min (3).",
+    ]
+
+
+def test_check_lists_a_form_error_by_its_field_alone(alice: User) -> None:
+    fields = {
+        "tab": "form",
+        "mode": "form",
+        "name": "form-errors",
+        "team": "recsys",
+        "priority": "normal",
+        "entrypoint": "ps_runtime.examples.movielens:train",
+        "args": "{}",
+        "workers.min": "3",
+        "workers.max": "2",
+    }
+    assert _checked(alice, fields) == ["workers.max max (2) must be at least min (3)."]

@@ -90,6 +90,14 @@ class Editors:
         text = self.yaml.data.get("spec", "") if self.yaml.is_bound else ""
         return [error.as_mark() for error in locate_errors(str(text), self.yaml_errors)]
 
+    @property
+    def listed_errors(self) -> list[dict[str, object]]:
+        """The errors as the preview's "Check" lists them: the YAML tab's with their line
+        (`yaml_marks`: the lines the editor marks), the form's by field alone."""
+        if self.tab == "yaml":
+            return self.yaml_marks
+        return [{"path": path, "message": message} for path, message in self.errors]
+
     def refuse(self, errors: list[tuple[str, str]]) -> None:
         """Show `errors` beside the field (form) or beside the YAML they name."""
         self.spec = None
