@@ -371,7 +371,10 @@ CHECKPOINT_ROOT = os.environ.get("TRAINHUB_CHECKPOINT_ROOT", str(DATA_DIR / "che
 CODE_MAX_BYTES = int(float(os.environ.get("TRAINHUB_CODE_MAX_MB", "100")) * 1024 * 1024)
 CODE_DIR = DATA_DIR / "code"
 # The URL nodes reach this server at (install commands); unset: the request's own URL.
-PUBLIC_URL = os.environ.get("TRAINHUB_PUBLIC_URL", "").rstrip("/")
+# TRAINHUB_PUBLIC_URL, its name before 2026-11, is still read when the new one is unset.
+EXTERNAL_URL = (
+    os.environ.get("TRAINHUB_EXTERNAL_URL") or os.environ.get("TRAINHUB_PUBLIC_URL", "")
+).rstrip("/")
 # Where the trainhub-runtime wheel that /agent/dist/ serves is kept (built there on
 # first request when the source tree is at hand; the image builds it in, see deploy/).
 AGENT_DIST_DIR = Path(os.environ.get("TRAINHUB_AGENT_DIST_DIR", DATA_DIR / "agent-dist"))

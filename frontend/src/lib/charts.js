@@ -104,8 +104,16 @@ export class Charts {
     const held = chart.lines.get(key);
     const color = held?.color ?? this.colorFor(key, chart);
     chart.lines.set(key, { label, line, color });
+    if (!held) this.sortLines(chart);
     if (!chart.plot || !held || held.label !== label) this.rebuild(chart);
     else this.redraw(chart);
+  }
+
+  /** A chart's lines (and so its legend) in the order of `orderKeys`, not of arrival. */
+  sortLines(chart) {
+    const order = [...this.keyColors.keys()];
+    const rank = (key) => (order.includes(key) ? order.indexOf(key) : order.length);
+    chart.lines = new Map([...chart.lines].sort((a, b) => rank(a[0]) - rank(b[0])));
   }
 
   /** Keyed lines (runs) take the colours of `keys`' order, whatever order they load in. */

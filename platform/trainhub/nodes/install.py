@@ -68,7 +68,7 @@ def install_command(server: str, token: str) -> str:
 
 
 def public_server_url(request: HttpRequest) -> str:
-    """The URL nodes reach this server at: `TRAINHUB_PUBLIC_URL`, else the request's own
+    """The URL nodes reach this server at: `TRAINHUB_EXTERNAL_URL`, else the request's own
     (scheme and host as the request arrived; behind a proxy set the setting)."""
-    configured: str = settings.PUBLIC_URL
+    configured: str = settings.EXTERNAL_URL
     return configured or request.build_absolute_uri("/").rstrip("/")

@@ -4,7 +4,7 @@ and the spec fields where they differ."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, expect
 
 from ..browser import assert_accessible, save_screenshot
 from ..cluster import LiveCluster
@@ -46,6 +46,14 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         page.locator("#compare-finals").scroll_into_view_if_needed()
         save_screenshot(page, "compare")
         assert_accessible(page)
+
+        # Each run keeps one colour on every chart, and on the next load.
+        colours = _run_colours(chart)
+        assert len(set(colours)) == 2, colours
+        assert _run_colours(page.locator('[data-metric="train_loss"]')) == colours
+        page.reload()
+        expect(chart.locator(".u-legend")).to_contain_text(labels[1], timeout=15_000)
+        assert _run_colours(chart) == colours  # the legend in the jobs' order, too
 
         # Every chart on a log scale (RMSE is above zero), and smoothed.
         expect(chart).to_have_attribute("data-scale", "linear")
@@ -91,3 +99,14 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         page.goto(f"{live_cluster.url}/jobs/compare/?ids={jobs[0]['id']}")
         expect(page.locator("#compare-error")).to_contain_text("Compare 2 to 6 jobs")
         assert_accessible(page)
+
+
+def _run_colours(chart: Locator) -> list[str]:
+    """The line colour of each run in a chart's legend, in legend order."""
+    colours: list[str] = chart.locator(".u-legend .u-series").evaluate_all(
+        "rows => rows.slice(1).filter((r) => r.style.display !== 'none')"  # 0: the x axis
+        "  .map((r) => r.querySelector('.u-marker')).filter(Boolean)"
+        "  .map((m) => getComputedStyle(m).borderColor)"
+        "  .filter((c) => c && c !== 'rgba(0, 0, 0, 0)')"
+    )
+    return colours

@@ -50,6 +50,9 @@ def test_admin_cordons_drains_and_uncordons_a_node(
             page.wait_for_url(f"{live_cluster.url}/nodes/{node['id']}/")
             _state(page).to_have_text("ready")
             expect(page.locator('[data-field="agent-version"]')).not_to_be_empty()
+            # The test cluster's agent runs as root: a uid per job, and nothing says otherwise.
+            expect(page.locator('[data-field="isolation"]')).to_contain_text("sandbox")
+            expect(page.locator('[data-field="isolation"]')).not_to_contain_text("not root")
             assert_accessible(page)
 
             page.get_by_role("button", name="Cordon").click()
@@ -101,6 +104,10 @@ def _add_a_node(page: Page, live_cluster: LiveCluster) -> str:
     assert f"&& curl -fsSL {live_cluster.url}/agent/install.sh | sh -s -- " in text
     assert f"--server {live_cluster.url} --insecure " in text
     expect(page.locator("#install-insecure")).to_contain_text("for trials only")
+    # The test server is at 127.0.0.1: the page says no other machine can use that address.
+    expect(page.locator("#install-loopback")).to_contain_text("only works on this machine")
+    expect(page.locator("#install-loopback")).to_contain_text("TRAINHUB_EXTERNAL_URL")
+    expect(page.locator("#install-needs")).to_contain_text("bubblewrap")
     expect(page.locator(".arrivals")).to_contain_text("Waiting for the new node to join")
     return text
 

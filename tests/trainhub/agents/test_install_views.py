@@ -77,7 +77,7 @@ def test_the_script_is_served_to_anyone_with_the_server_and_wheel_and_no_secret(
     assert "&lt;" not in script and "&quot;" not in script  # no HTML escaping
 
 
-@override_settings(PUBLIC_URL="https://trainhub.example.com/th")
+@override_settings(EXTERNAL_URL="https://trainhub.example.com/th")
 def test_the_script_names_the_public_url_when_set(client: Client) -> None:
     assert "\nSERVER=https://trainhub.example.com/th\n" in client.get("/agent/install.sh").text
 

@@ -52,7 +52,7 @@ def test_a_new_token_comes_with_its_install_command_expiry_and_one_use(admin: AP
     )
 
 
-@override_settings(PUBLIC_URL="https://trainhub.example.com")
+@override_settings(EXTERNAL_URL="https://trainhub.example.com")
 def test_the_install_command_uses_the_public_url_when_set(admin: APIClient) -> None:
     body = admin.post(TOKENS, {"max_uses": 5}, format="json").json()
     assert body["install_command"].endswith(

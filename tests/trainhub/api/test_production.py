@@ -103,3 +103,20 @@ def test_development_is_not_held_to_the_deploy_checks(tmp_path: Path) -> None:
         TRAINHUB_DEBUG="1",
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_external_url_is_read_under_its_former_name_too(tmp_path: Path) -> None:
+    show = "from django.conf import settings as s; print(s.EXTERNAL_URL)"  # the last line
+    new = _manage(tmp_path, "shell", "-c", show, TRAINHUB_EXTERNAL_URL="https://a.example.com/")
+    assert new.stdout.splitlines()[-1] == "https://a.example.com", new.stderr
+    old = _manage(tmp_path, "shell", "-c", show, TRAINHUB_PUBLIC_URL="https://b.example.com")
+    assert old.stdout.splitlines()[-1] == "https://b.example.com", old.stderr
+    both = _manage(
+        tmp_path,
+        "shell",
+        "-c",
+        show,
+        TRAINHUB_EXTERNAL_URL="https://a.example.com",
+        TRAINHUB_PUBLIC_URL="https://b.example.com",
+    )
+    assert both.stdout.splitlines()[-1] == "https://a.example.com", both.stderr

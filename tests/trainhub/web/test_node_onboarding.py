@@ -1,5 +1,5 @@
 """What "Add a node" and the node pages tell an admin about a node that cannot work: the
-install command names `TRAINHUB_PUBLIC_URL` and warns when that is a loopback address or
+install command names `TRAINHUB_EXTERNAL_URL` and warns when that is a loopback address or
 plain http, and lists what the node needs; a quarantined node shows why, in the list and
 on its page, until an admin uncordons it."""
 
@@ -59,7 +59,7 @@ def test_loopback_urls(url: str, loopback: bool) -> None:
 
 def test_add_a_node_names_the_public_url_and_warns_when_other_machines_cannot_use_it() -> None:
     root = make_user("root", superuser=True)
-    with override_settings(PUBLIC_URL="http://127.0.0.1:8000"):
+    with override_settings(EXTERNAL_URL="http://127.0.0.1:8000"):
         html = _client(root).post("/nodes/add/").content.decode()
     command = _install_command(html)
     assert "curl -fsSL http://127.0.0.1:8000/agent/install.sh " in command
@@ -67,12 +67,12 @@ def test_add_a_node_names_the_public_url_and_warns_when_other_machines_cannot_us
     loopback = re.search(r'<p id="install-loopback">(.*?)</p>', html, re.S)
     assert loopback, "no loopback warning"
     assert "another machine that runs it reaches itself" in _text(loopback.group(1))
-    assert "TRAINHUB_PUBLIC_URL" in loopback.group(1)
+    assert "TRAINHUB_EXTERNAL_URL" in loopback.group(1)
     insecure = re.search(r'<p id="install-insecure">(.*?)</p>', html, re.S)
     assert insecure and "the install script, the enrollment token" in _text(insecure.group(1))
     assert "HTTPS" in insecure.group(1)
 
-    with override_settings(PUBLIC_URL="https://trainhub.example.com"):
+    with override_settings(EXTERNAL_URL="https://trainhub.example.com"):
         html = _client(root).post("/nodes/add/").content.decode()
     assert "--server https://trainhub.example.com " in _install_command(html)
     assert 'id="install-loopback"' not in html and 'id="install-insecure"' not in html
@@ -81,7 +81,7 @@ def test_add_a_node_names_the_public_url_and_warns_when_other_machines_cannot_us
 def test_add_a_node_says_what_the_node_needs() -> None:
     root = make_user("root", superuser=True)
     with override_settings(
-        PUBLIC_URL="https://trainhub.example.com", TASK_PORT_RANGE=(24000, 31999)
+        EXTERNAL_URL="https://trainhub.example.com", TASK_PORT_RANGE=(24000, 31999)
     ):
         html = _client(root).post("/nodes/add/").content.decode()
     needs = re.search(r'<details id="install-needs"[^>]*>(.*?)</details>', html, re.S)

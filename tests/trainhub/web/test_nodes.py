@@ -265,7 +265,7 @@ def test_add_a_node_on_a_plain_http_server_says_it_is_for_trials_only(
     assert " --insecure " in _install_command(html)
     note = re.search(r'<p id="install-insecure">(.*?)</p>', html, re.S)
     assert note and "for trials only" in _text(note.group(1))
-    with override_settings(PUBLIC_URL="https://trainhub.example.com"):
+    with override_settings(EXTERNAL_URL="https://trainhub.example.com"):
         html = _client(world["root"]).post("/nodes/add/").content.decode()
     assert "--insecure" not in _install_command(html)
     assert "--server https://trainhub.example.com " in _install_command(html)

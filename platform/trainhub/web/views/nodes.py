@@ -55,7 +55,7 @@ class InstallOffer:
     expires_at: datetime
     insecure: bool  # the server is plain http: the command passes --insecure
     loopback: bool  # the server's URL names this machine: no other machine reaches it
-    server: str  # the URL the command names (`TRAINHUB_PUBLIC_URL`, else the request's)
+    server: str  # the URL the command names (`TRAINHUB_EXTERNAL_URL`, else the request's)
     port_min: int  # the task ports, which nodes keep free and reach each other on
     port_max: int
 

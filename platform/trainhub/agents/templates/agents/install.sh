@@ -110,7 +110,7 @@ parse_args() {
     case $SERVER in
         https://?*) ;;
         http://?*)
-            [ "$INSECURE" = 1 ] || die "refusing the plain-http server $SERVER: the enrollment token, this node's credential and the agent software would cross the network unencrypted and unchecked, so anyone on the way could read or replace them. Use the server's https:// URL (its admin sets TRAINHUB_PUBLIC_URL to it), or pass --insecure to accept plain http on a network you trust, such as a test setup."
+            [ "$INSECURE" = 1 ] || die "refusing the plain-http server $SERVER: the enrollment token, this node's credential and the agent software would cross the network unencrypted and unchecked, so anyone on the way could read or replace them. Use the server's https:// URL (its admin sets TRAINHUB_EXTERNAL_URL to it), or pass --insecure to accept plain http on a network you trust, such as a test setup."
             warn "--insecure: talking to $SERVER over plain http, unencrypted"
             ;;
         *) die "--server must be the server's https:// URL (http:// only with --insecure), got '$SERVER'" ;;
