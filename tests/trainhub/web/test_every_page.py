@@ -61,7 +61,7 @@ CHECKS: dict[str, Checks] = {
     ),
     "web-node-list": Checks(
         f"{WEB}/test_nodes.py::test_the_node_pages_take_a_fixed_number_of_queries",
-        f"{E2E}/test_nodes.py::test_a_member_sees_nodes_but_no_actions",
+        f"{E2E}/test_nodes.py::test_admin_cordons_drains_and_uncordons_a_node",
     ),
     "web-node-detail": Checks(
         f"{WEB}/test_nodes.py::test_the_node_pages_take_a_fixed_number_of_queries",
@@ -69,7 +69,7 @@ CHECKS: dict[str, Checks] = {
     ),
     "web-team-list": Checks(
         f"{WEB}/test_teams.py::test_the_list_makes_as_many_queries_for_many_teams_as_for_two",
-        f"{E2E}/test_teams.py::test_members_see_the_team_read_only_and_other_teams_not_at_all",
+        f"{E2E}/test_teams.py::test_a_team_admin_adds_changes_and_removes_a_member",
     ),
     "web-team-detail": Checks(
         f"{WEB}/test_teams.py::test_the_page_makes_as_many_queries_for_many_members_as_for_two",
