@@ -12,6 +12,7 @@ from trainhub.web.errors import server_error
 
 from ..browser import PageErrors, assert_accessible
 from ..cluster import LiveCluster
+from ..test_services_mode import movielens_spec
 from .conftest import SignedIn
 
 pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
@@ -41,12 +42,18 @@ def test_a_members_whatif_is_an_accessible_403_page(
 def test_another_teams_job_is_an_accessible_404_page(
     live_cluster: LiveCluster, as_person: SignedIn
 ) -> None:
-    """alice is not in vision: its team page is not found, as one that does not exist."""
+    """alice is not in vision: its team page and its jobs are not found, as ones that do
+    not exist."""
+    job = live_cluster.submit(**{**movielens_spec("vision-only", {"epochs": 1}), "team": "vision"})
+    live_cluster.api.post(f"/jobs/{job['id']}/cancel/").raise_for_status()
     with as_person("alice") as page:
         response = page.goto(f"{live_cluster.url}/teams/vision/")
         assert response is not None and response.status == 404
         _assert_way_on(page, "Not found")
         assert_accessible(page)
+        response = page.goto(f"{live_cluster.url}/jobs/{job['id']}/")
+        assert response is not None and response.status == 404
+        _assert_way_on(page, "Not found")
 
 
 def test_the_500_page_is_accessible(browser: Browser, live_cluster: LiveCluster) -> None:
