@@ -62,6 +62,13 @@ def test_a_platform_admin_onboards_a_team_and_its_first_user(
         expect(page.locator("#member-erin")).to_be_visible()
         assert_accessible(page)
 
+        page.get_by_text("Rename forecast").click()  # a disclosure, closed at first
+        page.locator("#team-rename").get_by_label("Name").fill("Demand forecasting")
+        page.get_by_role("button", name="Rename team").click()
+        notices = page.locator(".notices")
+        expect(notices).to_contain_text("forecast is now called Demand forecasting")
+        expect(page.get_by_role("heading", level=1)).to_contain_text("Demand forecasting")
+
     members = live_cluster.api.get("/teams/forecast/members/").raise_for_status().json()
     assert members == [{"username": "erin", "role": "admin"}]
 
@@ -71,6 +78,16 @@ def test_a_platform_admin_onboards_a_team_and_its_first_user(
         expect(page.locator("#teams")).to_contain_text("Team admin")
         expect(page.get_by_role("link", name="Users", exact=True)).to_have_count(0)
         assert page.request.get(f"{url}/users/").status == 403
+
+    # The team is deactivated (no new jobs, no quota) and reactivated from its page.
+    with as_person("admin") as page:
+        page.goto(f"{url}/teams/forecast/")
+        page.get_by_role("button", name="Deactivate forecast…").click()
+        page.get_by_role("dialog").get_by_role("button", name="Deactivate").click()
+        expect(page.locator(".notices")).to_contain_text("forecast is deactivated")
+        assert live_cluster.api.get("/teams/forecast/").json()["is_active"] is False
+        page.get_by_role("button", name="Reactivate forecast").click()
+        expect(page.locator(".notices")).to_contain_text("forecast is active again")
 
 
 def test_the_dashboard_shows_the_capacity_no_quota_covers(
