@@ -22,6 +22,8 @@ from ..browser import assert_accessible, signed_in
 from ..cluster import ADMIN, LiveCluster, fresh_database, second_agent, services_cluster
 from .conftest import SignedIn
 
+pytestmark = [pytest.mark.browser, pytest.mark.services, pytest.mark.slow]
+
 LIVE_MS = 15_000  # the node pages poll every ~4 s
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
