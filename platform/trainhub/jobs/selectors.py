@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Func, IntegerField, QuerySet, Sum
+from django.db.models import Count, Func, IntegerField, Q, QuerySet, Sum
 from django.utils import timezone
 
 from ps_runtime.agent.protocol import (
@@ -196,10 +196,23 @@ class PendingSummary:
     # The most common reasons, most frequent first: (reason, jobs); "" is "not yet
     # looked at by the scheduler".
     reasons: list[tuple[str, int]]
+    # Pending jobs in the whole cluster, every team's: the queue a new job's place (the
+    # submit page's Check, the job page) is counted in. Equal to `count` when not scoped.
+    in_cluster: int = 0
+    # Whether `count` is some teams' jobs only (a member's), not the whole cluster's.
+    scoped: bool = False
+
+    @property
+    def of_other_teams(self) -> int:
+        """Pending jobs outside the summary's teams: a number only, never their names."""
+        return self.in_cluster - self.count
 
 
 def pending_summary(jobs: QuerySet[Job], top: int = 5) -> PendingSummary:
-    """How many of `jobs` (a Job queryset) wait, and their `top` most common reasons."""
+    """How many of `jobs` (a Job queryset) wait, their `top` most common reasons, and
+    how many jobs wait in the whole cluster. A member sees only their teams' jobs while a
+    new job's place in the queue counts every team's, so both numbers are given (in one
+    query: the cluster's count and the visible one are aggregated together)."""
     pending = jobs.filter(state=JobState.PENDING)
     grouped = (
         pending.order_by()
@@ -207,8 +220,16 @@ def pending_summary(jobs: QuerySet[Job], top: int = 5) -> PendingSummary:
         .annotate(n=Count("id"))
         .order_by("-n", "pending_reason")[:top]
     )
+    reasons = [(g["pending_reason"], g["n"]) for g in grouped]
+    if not jobs.query.has_filters():  # everyone's jobs (a platform admin's)
+        count = pending.count()
+        return PendingSummary(count=count, reasons=reasons, in_cluster=count)
+    counts = Job.objects.filter(state=JobState.PENDING).aggregate(
+        in_cluster=Count("id"),
+        count=Count("id", filter=Q(pk__in=pending.order_by().values("pk"))),
+    )
     return PendingSummary(
-        count=pending.count(), reasons=[(g["pending_reason"], g["n"]) for g in grouped]
+        count=counts["count"], reasons=reasons, in_cluster=counts["in_cluster"], scoped=True
     )
 
 

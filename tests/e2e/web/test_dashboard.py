@@ -1,8 +1,11 @@
 """The dashboard in a real browser: a platform admin sees the cluster's capacity and the
-recsys team's quota bar, and a job alice submits shows up without a reload."""
+recsys team's quota bar, and a job alice submits shows up without a reload; a member of
+another team reads how many jobs wait in the whole cluster (the queue Check places a new
+job in), never their names."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -13,6 +16,7 @@ from ..browser import assert_accessible, save_screenshot
 from ..cluster import LiveCluster
 from ..test_services_mode import movielens_spec
 from .conftest import PASSWORD, SignedIn
+from .jobs_cleanup import ended_afterwards, small_spec
 
 LIVE_MS = 15_000  # the dashboard polls every ~4 s
 
@@ -86,3 +90,36 @@ def test_a_member_sees_only_their_team_on_the_dashboard(
         expect(page.locator('tr[data-team="vision"]')).to_be_visible()
         expect(page.locator('tr[data-team="recsys"]')).to_have_count(0)
         assert_accessible(page)
+
+
+def test_a_member_reads_how_many_jobs_wait_in_the_whole_cluster(
+    as_person: SignedIn, live_cluster: LiveCluster
+) -> None:
+    """Carol (vision) has nothing pending while a recsys job waits: her dashboard must not
+    say the queue is empty when Check would place her job behind it."""
+    with ended_afterwards(live_cluster) as started:
+        # Two 1.5-CPU jobs cannot both fit recsys's 2 CPUs: the second waits.
+        first = live_cluster.submit(**small_spec("dash-queue-first"))
+        started.append(first["id"])
+        live_cluster.wait_state(first["id"], {"starting", "running"}, timeout=120)
+        second = live_cluster.submit(**small_spec("dash-queue-second"))
+        started.append(second["id"])
+        pending = live_cluster.api.get("/jobs/", params={"state": "pending"}).json()["count"]
+        assert pending >= 1 and live_cluster.job(second["id"])["state"] == "pending"
+        with as_person("carol") as page:
+            page.goto(f"{live_cluster.url}/")
+            queue = page.locator(".queue")
+            expect(queue.locator(".stat")).to_have_text("0 of your teams' jobs pending")
+            cluster = page.locator("#cluster-queue")
+            expect(cluster).to_have_attribute("data-cluster-pending", str(pending))
+            expect(cluster).to_contain_text(
+                re.compile(
+                    rf"^{pending} jobs? pending in the whole cluster \({pending} of other "
+                    r"teams\): a new job's place in the queue, as Check on the submit page "
+                    r"gives it, counts them all\.$"
+                )
+            )
+            expect(queue).to_contain_text("None of your teams' jobs waits.")
+            # A number only: the other team's jobs are not named anywhere on the page.
+            expect(page.locator("body")).not_to_contain_text("dash-queue")
+            assert_accessible(page)

@@ -121,6 +121,36 @@ def test_a_member_sees_only_their_teams_and_jobs(world: dict[str, Any]) -> None:
     assert "3 CPU of 8 CPU allocated" in carol
 
 
+def _queue(html: str) -> str:
+    part = re.search(r'<section class="card queue".*?</section>', html, re.S)
+    assert part, "no queue on the dashboard"
+    return _text(part.group(0))
+
+
+def test_a_member_reads_the_cluster_wide_queue_that_check_counts(
+    world: dict[str, Any],
+) -> None:
+    """Carol's teams have nothing pending, but recsys's job waits: the submit page's Check
+    would place her job behind it, so the dashboard says so, as a number only."""
+    carol = _client(world["carol"]).get("/").content.decode()
+    assert 'data-pending="0"' in carol and 'data-cluster-pending="1"' in carol
+    queue = _queue(carol)
+    assert queue.startswith("Queue 0 of your teams' jobs pending")
+    assert (
+        "1 job pending in the whole cluster (1 of other teams): a new job's place in the "
+        "queue, as Check on the submit page gives it, counts them all." in queue
+    )
+    assert "None of your teams' jobs waits." in queue and "Nothing waits" not in queue
+    assert "mf-waiting" not in carol and "quota exhausted" not in carol
+    # Alice's team owns the one pending job: no other team's is counted.
+    alice = _queue(_client(world["alice"]).get("/").content.decode())
+    assert "1 of your teams' jobs pending 1 job pending in the whole cluster:" in alice
+    # A platform admin's count is already the cluster's: said once.
+    root = _client(world["root"]).get("/").content.decode()
+    assert _queue(root).startswith("Queue 1 pending job ")
+    assert "data-cluster-pending" not in root
+
+
 def test_the_queue_counts_pending_jobs_and_ranks_their_reasons(world: dict[str, Any]) -> None:
     alice = world["alice"]
     more = [make_job(alice, team="recsys", name=f"w{i}") for i in range(8)]
@@ -160,7 +190,8 @@ def test_the_body_alone_is_the_htmx_fragment_that_refreshes_itself(
 # Queries: pinned, and independent of how big the cluster is.
 
 # Session, user; teams; nodes, their loads; usage (quotas, held: not what the jobs
-# request, which the dashboard does not show); the queue (count, reasons); running jobs
+# request, which the dashboard does not show); the queue (its count, for a member together
+# with the whole cluster's in one query; reasons); running jobs
 # (a page of them, their count); events; all teams' quotas added up (unassigned capacity).
 ADMIN_QUERIES = 13
 MEMBER_QUERIES = ADMIN_QUERIES + 1  # the navigation asks whether the user may submit
