@@ -134,7 +134,8 @@ def test_upload_needs_a_file_a_team_and_the_right_to_submit(
     assert list(upload(both, data).json()) == ["team"]
     assert upload(both, data, team="recsys").status_code == 201
     not_hers = upload(world["alice"], data, team="vision")  # a team that is not hers: 404
-    assert not_hers.status_code == 404 and "vision" in not_hers.json()["detail"]
+    assert not_hers.status_code == 404
+    assert not_hers.json()["detail"] == "You are not a member of team 'vision'."
     assert not CodeArchive.objects.filter(uploads__team__slug="vision").exists()
 
 

@@ -100,6 +100,14 @@ def test_missing_required_fields_are_named(client: APIClient) -> None:
     assert set(response.json()) == {"name", "team", "entrypoint"}
 
 
+@pytest.mark.parametrize("team", ["other", "nope"])
+def test_a_team_that_is_not_yours_is_named_in_a_sentence(client: APIClient, team: str) -> None:
+    """A team that exists and one that does not read alike (nothing says which exists)."""
+    response = _post(client, spec(team=team))
+    assert response.status_code == 400
+    assert response.json()["team"] == [f"You are not a member of team '{team}'."]
+
+
 def test_viewer_cannot_submit(client: APIClient) -> None:
     viewer = make_user("vera")
     from trainhub.tenancy.models import Team
