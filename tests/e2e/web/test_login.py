@@ -1,5 +1,6 @@
 """The sign-in page in a browser: axe finds nothing serious before and after a refused
-password; and the axe check itself fails a page whose <title> is empty."""
+password, which keeps the username and puts the cursor on the password; and the axe
+check itself fails a page whose <title> is empty."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def test_the_sign_in_page_is_accessible_before_and_after_a_refusal(
         page.get_by_label("Password").fill("wrong-password")
         page.get_by_role("button", name="Sign in").click()
         expect(page.get_by_text("Wrong username or password")).to_be_visible()
+        # The username stays as typed and the cursor waits in the password field.
+        expect(page.get_by_label("Username")).to_have_value("nobody")
+        expect(page.get_by_label("Password")).to_be_focused()
+        expect(page.get_by_label("Password")).to_have_value("")
         assert_accessible(page)
         errors.assert_none()
     finally:
