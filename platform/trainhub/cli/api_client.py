@@ -10,11 +10,15 @@ from . import config
 
 
 class ApiError(Exception):
-    """The server refused the request or could not be reached; `message` says why."""
+    """The server refused the request or could not be reached; `message` says why, and
+    `fields` holds a 400's messages by field (`{"name": ["…"]}`; empty otherwise)."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, fields: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.fields = fields or {}
 
 
 def _describe(body: Any, prefix: str = "") -> list[str]:
@@ -44,13 +48,17 @@ class ApiClient:
         except httpx.HTTPError as exc:
             raise ApiError(f"cannot reach {self.url}: {exc}") from exc
         if response.status_code >= 400:
+            body: Any = None
             try:
-                lines = _describe(response.json())
+                body = response.json()
+                lines = _describe(body)
             except ValueError:
                 lines = [response.text.strip()[:500] or response.reason_phrase]
+            fields = body if response.status_code == 400 and isinstance(body, dict) else None
             raise ApiError(
                 f"{response.status_code} {response.reason_phrase}: " + "; ".join(lines),
                 status=response.status_code,
+                fields=fields,
             )
         if response.status_code == 204 or not response.content:
             return None

@@ -8,7 +8,6 @@ Exit codes: 0 done; 1 the server refused the request (the message says why); 2 b
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 import time
 from dataclasses import asdict
@@ -18,8 +17,9 @@ from typing import Any
 from trainhub.jobs.jobspec import JobSpec
 
 from . import config
-from .api_client import ApiClient, ApiError, signed_in
+from .api_client import ApiError, signed_in
 from .errors import EXIT_LOGIN, EXIT_REFUSED, EXIT_SERVER, CommandError
+from .login import add_command as _add_login
 from .output import amount, print_json, print_table
 from .submission import submit
 from .whatif import add_command as _add_whatif
@@ -35,11 +35,7 @@ def add_commands(sub: Any) -> None:
         p.set_defaults(handler=_run(handler))
         return p
 
-    p = command("login", login, "sign in to a TrainHub server and remember it", json_flag=False)
-    p.add_argument("url", help="e.g. https://trainhub.example.com")
-    p.add_argument("--username", "-u", help="default: ask")
-    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    p.add_argument("--token", help="use this existing API token instead of a password")
+    _add_login(command)
 
     p = command("submit", submit, "submit a job from a YAML (or JSON) spec")
     p.add_argument("spec", type=Path, help="job spec file, e.g. job.yaml")
@@ -111,24 +107,6 @@ def _run(handler: Any) -> Any:
         return 0
 
     return run
-
-
-def login(args: argparse.Namespace) -> None:
-    url = args.url.rstrip("/")
-    if args.token:
-        token = args.token
-    else:
-        username = args.username or input("Username: ")
-        if args.password_stdin:
-            password = sys.stdin.readline().rstrip("\n")
-        else:
-            password = getpass.getpass("Password: ")
-        issued = ApiClient(url).post("/auth/token/", {"username": username, "password": password})
-        token = issued["token"]
-    me = ApiClient(url, token).get("/users/me/")
-    path = config.save(config.Login(url=url, token=token, username=me["username"]))
-    teams = ", ".join(f"{t['team']} ({t['role']})" for t in me["teams"]) or "no teams yet"
-    print(f"Logged in to {url} as {me['username']}: {teams}. Login saved in {path}.")
 
 
 def jobs(args: argparse.Namespace) -> None:

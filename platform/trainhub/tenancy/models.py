@@ -1,4 +1,4 @@
-"""Teams, memberships, quotas and per-priority caps."""
+"""Teams, memberships, quotas, per-priority caps, and the names of personal API tokens."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.urls import reverse
 
 from .choices import Priority, Role
@@ -135,3 +136,32 @@ class PriorityCap(models.Model):
     @property
     def limit(self) -> LimitResources:
         return LimitResources(self.cpu, self.memory_mb, self.gpu)
+
+
+TOKEN_NAME_MAX_LENGTH = 64
+
+
+class TokenLabel(models.Model):
+    """The name its owner gave a personal API token ("laptop CLI", "nightly script").
+
+    Beside knox's `AuthToken`, which cannot take a field: one label per token, keyed by the
+    token's digest and deleted with it. `user` repeats the token's owner so the database
+    itself keeps one user's names distinct (ignoring case). Tokens made before names existed,
+    or by a sign-in that gave none, have no label.
+    """
+
+    token = models.OneToOneField(
+        "knox.AuthToken", on_delete=models.CASCADE, primary_key=True, related_name="label"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="token_labels"
+    )
+    name = models.CharField(max_length=TOKEN_NAME_MAX_LENGTH)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(Lower("name"), "user", name="token_label_name_unique_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

@@ -4,6 +4,10 @@ The API (`/api/v1/tokens/`) and the account page both issue and revoke tokens he
 token outlives `TOKEN_MAX_DAYS` (`TRAINHUB_TOKEN_MAX_DAYS`), none made by a request signed
 with a token outlives that token, and a password change ends all of the user's tokens
 (`revoke_on_password_change`, connected by `TenancyConfig`).
+
+Each token made by the API or the page has a name its owner chose ("laptop CLI"), kept in
+`TokenLabel` beside knox's model, so a list of tokens says which is which; one user's names
+are distinct (ignoring case). Sign-in may give one (the CLI does); older tokens have none.
 """
 
 from __future__ import annotations
@@ -15,12 +19,18 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.hashers import check_password
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from knox.models import AuthToken
 
 from trainhub.events import AccessChanged, publish
+
+from .models import TOKEN_NAME_MAX_LENGTH, TokenLabel
+
+# The messages for a missing, blank or long name: the API and the page say the same.
+NAME_REQUIRED = "Give the token a name that says what uses it, e.g. “laptop CLI”."
+NAME_TOO_LONG = f"At most {TOKEN_NAME_MAX_LENGTH} characters: choose a shorter name for the token."
 
 
 class TokenLifetimeError(ValueError):
@@ -29,16 +39,54 @@ class TokenLifetimeError(ValueError):
     field = "expires_at"
 
 
+class TokenNameError(ValueError):
+    """The name asked for is blank, too long, or one of the user's tokens has it."""
+
+    field = "name"
+
+
 @dataclass(frozen=True)
 class IssuedToken:
-    key: str  # the public prefix that names the token
+    key: str  # the public prefix that identifies the token
     secret: str  # shown once
     expiry: datetime | None
+    name: str | None
+
+
+@dataclass(frozen=True)
+class RevokedToken:
+    key: str
+    name: str | None
 
 
 def tokens_of(user: Any) -> QuerySet[AuthToken]:
-    """The user's tokens, newest first."""
-    return AuthToken.objects.filter(user=user).order_by("-created")
+    """The user's tokens, newest first, with their names (one query however many)."""
+    return AuthToken.objects.filter(user=user).select_related("label").order_by("-created")
+
+
+def name_of(token: AuthToken) -> str | None:
+    """The name the token's owner gave it; None for a token made without one."""
+    try:
+        return str(token.label.name)
+    except TokenLabel.DoesNotExist:
+        return None
+
+
+def clean_name(name: str) -> str:
+    """`name` stripped, if it can name a token (`issue_token` sees that it is new).
+
+    Raises:
+        TokenNameError: it is blank, longer than `TOKEN_NAME_MAX_LENGTH` or holds a control
+            character.
+    """
+    name = name.strip()
+    if not name:
+        raise TokenNameError(NAME_REQUIRED)
+    if len(name) > TOKEN_NAME_MAX_LENGTH:
+        raise TokenNameError(NAME_TOO_LONG)
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+        raise TokenNameError("A token's name cannot hold control characters: type it again.")
+    return name
 
 
 def latest_expiry(now: datetime) -> datetime:
@@ -71,7 +119,11 @@ def lifetime_problem(
 
 @transaction.atomic
 def issue_token(
-    *, user: User, expires_at: datetime | None, not_after: datetime | None = None
+    *,
+    user: User,
+    expires_at: datetime | None,
+    not_after: datetime | None = None,
+    name: str | None = None,
 ) -> IssuedToken:
     """A new token expiring at `expires_at`; None: as late as allowed.
 
@@ -81,10 +133,16 @@ def issue_token(
         not_after: for a request signed with a token, when that token expires
             (`expiry_of`): the new one expires no later, so a token that leaks cannot
             renew itself for ever. None for a signed-in session.
+        name: what its owner calls it (`clean_name`; new among the user's, ignoring
+            case); None: no name (a sign-in that gave none). The API and the account
+            page require one.
 
     Raises:
         TokenLifetimeError: `expires_at` is later than that.
+        TokenNameError: `name` cannot name it (`clean_name`) or is taken.
     """
+    if name is not None:
+        name = clean_name(name)
     now = timezone.now()
     if expires_at is None:
         expires_at = latest_expiry(now)
@@ -97,14 +155,29 @@ def issue_token(
     # knox adds the lifetime to its own clock, a moment after `now`: end exactly on time.
     AuthToken.objects.filter(pk=instance.pk).update(expiry=expires_at)
     instance.expiry = expires_at
-    return IssuedToken(key=instance.token_key, secret=secret, expiry=instance.expiry)
+    if name is not None:
+        try:
+            with transaction.atomic():
+                TokenLabel.objects.create(token=instance, user=user, name=name)
+        except IntegrityError as exc:
+            # The unique index on (lower(name), user) is the one check, races included;
+            # the token made above goes back with the transaction.
+            raise TokenNameError(
+                f"You already have a token named “{name}”: choose another name."
+            ) from exc
+    return IssuedToken(key=instance.token_key, secret=secret, expiry=instance.expiry, name=name)
 
 
 @transaction.atomic
-def revoke_token(*, user: User, key: str) -> bool:
-    """Delete the user's token named `key`; it stops working at once. False if unknown."""
-    deleted, _ = AuthToken.objects.filter(user=user, token_key=key).delete()
-    return bool(deleted)
+def revoke_token(*, user: User, key: str) -> RevokedToken | None:
+    """Delete the user's token whose key is `key` (its name goes with it); it stops
+    working at once. None if the user has no such token."""
+    token = tokens_of(user).filter(token_key=key).first()
+    if token is None:
+        return None
+    revoked = RevokedToken(key=token.token_key, name=name_of(token))
+    token.delete()
+    return revoked
 
 
 def note_password_change(sender: Any, instance: User, raw: bool = False, **kwargs: Any) -> None:

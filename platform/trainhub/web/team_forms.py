@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from trainhub.tenancy.accounts import UserNotFound, find_user
 from trainhub.tenancy.choices import Priority, Role
-from trainhub.tenancy.models import PriorityCap, Quota
+from trainhub.tenancy.models import TOKEN_NAME_MAX_LENGTH, PriorityCap, Quota
 from trainhub.tenancy.resources import (
     MAX_CPU,
     MAX_GPU,
@@ -28,7 +28,7 @@ from trainhub.tenancy.resources import (
     Resources,
 )
 from trainhub.tenancy.services import QuotaValues
-from trainhub.tenancy.tokens import lifetime_problem
+from trainhub.tenancy.tokens import NAME_REQUIRED, NAME_TOO_LONG, lifetime_problem
 
 RESOURCE_LABELS = {"cpu": "CPU cores", "memory_mb": "Memory (MiB)", "gpu": "GPUs"}
 
@@ -154,8 +154,15 @@ class QuotaForm(forms.Form):
 
 
 class TokenForm(forms.Form):
-    """A new personal API token; with neither field it lives as long as the server allows
-    (`TRAINHUB_TOKEN_MAX_DAYS`), as in the API."""
+    """A new personal API token, named by its owner; with neither expiry field it lives as
+    long as the server allows (`TRAINHUB_TOKEN_MAX_DAYS`), as in the API."""
+
+    name = forms.CharField(
+        label="Name",
+        max_length=TOKEN_NAME_MAX_LENGTH,
+        error_messages={"required": NAME_REQUIRED, "max_length": NAME_TOO_LONG},
+        help_text="What uses it, e.g. “laptop CLI” or “nightly script”.",
+    )
 
     expires_in_days = forms.IntegerField(
         label="Expires in (days)",

@@ -1,5 +1,6 @@
-"""The account page in a browser: a token made (its secret shown once, with a copy button)
-works against the API; revoked (after a confirmation), it stops working at once."""
+"""The account page in a browser: a token made with a name (its secret shown once, with a
+copy button) works against the API and is listed by its name; revoked (after a
+confirmation naming it), it stops working at once and the page says which went."""
 
 from __future__ import annotations
 
@@ -30,11 +31,21 @@ def test_a_member_creates_and_revokes_a_token(
             f"trainhub login {live_cluster.url} --username alice"
         )
         assert_accessible(page)
+        # Without a name the form says what to do beside the field.
+        page.get_by_role("button", name="Create token").click()
+        expect(page.locator("#id_name_error")).to_have_text(
+            "Give the token a name that says what uses it, e.g. “laptop CLI”."
+        )
+        page.get_by_label("Name").fill("laptop CLI")
         page.get_by_label("Expires in (days)").fill("30")
         page.get_by_role("button", name="Create token").click()
+        expect(page.locator(".new-token h3")).to_have_text("New token “laptop CLI”")
         secret = page.locator("#token-secret").inner_text()
-        key = page.locator(".new-token h3").inner_text().removeprefix("New token ")
+        row = page.get_by_role("row").filter(has=page.get_by_role("rowheader", name="laptop CLI"))
+        expect(row).to_have_count(1)
+        key = row.locator("code").inner_text().removesuffix("…")
         assert secret.startswith(key)
+        expect(page.locator("#tokens thead th").first).to_have_text("Name")
         expect(page.locator("#token-login")).to_have_text(
             f"trainhub login {live_cluster.url} --token {secret}"
         )
@@ -48,10 +59,13 @@ def test_a_member_creates_and_revokes_a_token(
         expect(page.locator(f"#token-{key}")).to_be_visible()
         assert secret not in page.content()  # shown once
 
-        page.get_by_role("button", name=f"Revoke token {key}…").click()
-        dialog = page.get_by_role("dialog", name=f"Revoke token {key}?")
+        expect(page.get_by_role("rowheader", name="laptop CLI")).to_be_visible()
+        page.get_by_role("button", name="Revoke token “laptop CLI”…").click()
+        dialog = page.get_by_role("dialog", name="Revoke token “laptop CLI”?")
         expect(dialog).to_be_visible()
         dialog.get_by_role("button", name="Revoke", exact=True).click()
         expect(page.locator(f"#token-{key}")).to_have_count(0)
-        expect(page.locator("#tokens .notice")).to_contain_text(f"Token {key} revoked")
+        expect(page.locator("#tokens .notice")).to_have_text(
+            "Token “laptop CLI” revoked: it no longer works."
+        )
         assert _me(live_cluster, secret) == 401

@@ -43,13 +43,15 @@ def test_a_token_made_with_a_token_ends_no_later_than_it(alice: User) -> None:
     assert parent.expiry is not None
     client = _signed_with(parent.secret)
 
-    child = client.post("/api/v1/tokens/", {}, format="json")
+    child = client.post("/api/v1/tokens/", {"name": "child"}, format="json")
     assert child.status_code == 201, child.content
     assert _expiry(child.json()) == parent.expiry
     assert datetime.fromisoformat(child.json()["expiry"]) == parent.expiry
 
     # Its child in turn: no chain of tokens renews itself past the first one's end.
-    grandchild = _signed_with(child.json()["token"]).post("/api/v1/tokens/", {}, format="json")
+    grandchild = _signed_with(child.json()["token"]).post(
+        "/api/v1/tokens/", {"name": "grandchild"}, format="json"
+    )
     assert grandchild.status_code == 201
     assert _expiry(grandchild.json()) == parent.expiry
 
@@ -61,7 +63,7 @@ def test_a_later_expiry_asked_for_with_a_token_is_refused_naming_the_field(alice
     before = AuthToken.objects.count()
 
     later = (parent.expiry + timedelta(hours=1)).isoformat()
-    refused = client.post("/api/v1/tokens/", {"expires_at": later}, format="json")
+    refused = client.post("/api/v1/tokens/", {"name": "later", "expires_at": later}, format="json")
     assert refused.status_code == 400
     assert refused.json()["expires_at"] == [
         f"At most {parent.expiry.isoformat()}: a token cannot make one that outlives it "
@@ -70,7 +72,9 @@ def test_a_later_expiry_asked_for_with_a_token_is_refused_naming_the_field(alice
     assert AuthToken.objects.count() == before
 
     sooner = timezone.now() + timedelta(hours=2)
-    made = client.post("/api/v1/tokens/", {"expires_at": sooner.isoformat()}, format="json")
+    made = client.post(
+        "/api/v1/tokens/", {"name": "sooner", "expires_at": sooner.isoformat()}, format="json"
+    )
     assert made.status_code == 201
     assert _expiry(made.json()) == sooner
 
@@ -84,7 +88,7 @@ def test_a_token_without_an_expiry_caps_at_the_maximum_lifetime_from_when_it_was
     made = timezone.now() - timedelta(days=20)
     AuthToken.objects.filter(token_key=parent.key).update(created=made, expiry=None)
 
-    child = _signed_with(parent.secret).post("/api/v1/tokens/", {}, format="json")
+    child = _signed_with(parent.secret).post("/api/v1/tokens/", {"name": "child"}, format="json")
     assert child.status_code == 201, child.content
     assert _expiry(child.json()) == made + timedelta(days=30)
 
@@ -93,10 +97,12 @@ def test_a_session_makes_tokens_by_the_maximum_lifetime_alone(alice: User) -> No
     issue_token(user=alice, expires_at=timezone.now() + timedelta(days=1))
     client = APIClient()
     client.force_login(alice)
-    made = client.post("/api/v1/tokens/", {}, format="json")
+    made = client.post("/api/v1/tokens/", {"name": "default"}, format="json")
     assert made.status_code == 201
     assert abs(_expiry(made.json()) - (timezone.now() + timedelta(days=30))) < timedelta(minutes=1)
     later = timezone.now() + timedelta(days=20)
-    asked = client.post("/api/v1/tokens/", {"expires_at": later.isoformat()}, format="json")
+    asked = client.post(
+        "/api/v1/tokens/", {"name": "later", "expires_at": later.isoformat()}, format="json"
+    )
     assert asked.status_code == 201
     assert _expiry(asked.json()) == later

@@ -78,10 +78,11 @@ def test_a_token_past_the_maximum_lifetime_is_refused_with_the_field_named(setti
     client = APIClient()
     client.force_authenticate(make_user("alice"))
     too_late = timezone.now() + timedelta(days=31)
-    refused = client.post("/api/v1/tokens/", {"expires_at": too_late.isoformat()}, format="json")
+    late = {"name": "late", "expires_at": too_late.isoformat()}
+    refused = client.post("/api/v1/tokens/", late, format="json")
     assert refused.status_code == 400
     assert "30 days" in refused.json()["expires_at"][0]
-    default = client.post("/api/v1/tokens/", {}, format="json")
+    default = client.post("/api/v1/tokens/", {"name": "default"}, format="json")
     assert default.status_code == 201
     expiry = AuthToken.objects.get(token_key=default.json()["id"]).expiry
     assert expiry is not None
@@ -92,10 +93,10 @@ def test_the_account_page_refuses_a_token_past_the_maximum_lifetime(settings: An
     settings.TOKEN_MAX_DAYS = 30
     client = Client()
     client.force_login(make_user("alice"))
-    in_days = client.post("/account/tokens/", {"expires_in_days": "31"})
+    in_days = client.post("/account/tokens/", {"name": "cli", "expires_in_days": "31"})
     assert in_days.status_code == 400
     late = (timezone.localdate() + timedelta(days=40)).isoformat()
-    on_date = client.post("/account/tokens/", {"expires_on": late})
+    on_date = client.post("/account/tokens/", {"name": "cli", "expires_on": late})
     assert on_date.status_code == 400 and "30 days" in on_date.content.decode()
     assert not AuthToken.objects.exists()
 

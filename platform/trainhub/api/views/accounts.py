@@ -12,7 +12,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 
-from trainhub.tenancy.tokens import TokenLifetimeError, expiry_of, issue_token, revoke_token
+from trainhub.tenancy.tokens import (
+    TokenLifetimeError,
+    TokenNameError,
+    expiry_of,
+    issue_token,
+    name_of,
+    revoke_token,
+    tokens_of,
+)
 
 from ..serializers.accounts import (
     ApiTokenRequestSerializer,
@@ -23,9 +31,10 @@ from .jobs import _user
 
 
 class ApiTokenViewSet(viewsets.ViewSet):
-    """Your API tokens: several at once, stored hashed, each expiring (at most
-    `TRAINHUB_TOKEN_MAX_DAYS` after it is made, and no later than the token that made it,
-    if one did). A password change revokes them all.
+    """Your API tokens: several at once, each with a name you choose (distinct among
+    yours), stored hashed, each expiring (at most `TRAINHUB_TOKEN_MAX_DAYS` after it is
+    made, and no later than the token that made it, if one did). A password change revokes
+    them all.
 
     The secret is shown once, when the token is created.
     """
@@ -39,12 +48,13 @@ class ApiTokenViewSet(viewsets.ViewSet):
     @extend_schema(responses={200: ApiTokenSerializer(many=True)})
     def list(self, request: Request) -> Response:
         current = getattr(request.auth, "digest", None)
-        tokens = AuthToken.objects.filter(user=_user(request)).order_by("created")
+        tokens = tokens_of(_user(request)).order_by("created")
         return Response(
             ApiTokenSerializer(
                 [
                     {
                         "id": t.token_key,
+                        "name": name_of(t),
                         "created": t.created,
                         "expiry": t.expiry,
                         "current": t.digest == current,
@@ -66,11 +76,14 @@ class ApiTokenViewSet(viewsets.ViewSet):
                 user=_user(request),
                 expires_at=params.validated_data.get("expires_at"),
                 not_after=expiry_of(signing) if signing is not None else None,
+                name=params.validated_data["name"],
             )
-        except TokenLifetimeError as exc:
+        except (TokenLifetimeError, TokenNameError) as exc:
             raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
         return Response(
-            IssuedApiTokenSerializer.document(issued.key, issued.secret, issued.expiry),
+            IssuedApiTokenSerializer.document(
+                issued.key, issued.name, issued.secret, issued.expiry
+            ),
             status=status.HTTP_201_CREATED,
         )
 

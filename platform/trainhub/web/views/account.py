@@ -1,4 +1,4 @@
-"""The account page: personal API tokens (created with an expiry, at most
+"""The account page: personal API tokens (created with a name and an expiry, at most
 `TRAINHUB_TOKEN_MAX_DAYS` away; the secret shown once; revoked at once) and how to sign the
 CLI in to this server."""
 
@@ -15,7 +15,13 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from trainhub.tenancy.tokens import TokenLifetimeError, issue_token, revoke_token, tokens_of
+from trainhub.tenancy.tokens import (
+    TokenLifetimeError,
+    TokenNameError,
+    issue_token,
+    revoke_token,
+    tokens_of,
+)
 
 from ..htmx import is_fragment_request, render_page
 from ..team_forms import TokenForm
@@ -55,7 +61,14 @@ def token_create(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render_page(request, PAGE, FRAGMENT, _context(request, token_form=form), status=400)
     try:
-        issued = issue_token(user=_user(request), expires_at=form.cleaned_data["expires_at"])
+        issued = issue_token(
+            user=_user(request),
+            expires_at=form.cleaned_data["expires_at"],
+            name=form.cleaned_data["name"],
+        )
+    except TokenNameError as exc:  # taken, or a control character: beside the field
+        form.add_error("name", str(exc))
+        return render_page(request, PAGE, FRAGMENT, _context(request, token_form=form), status=400)
     except TokenLifetimeError as exc:  # the form checks too; this is the last word
         form.add_error(None, str(exc))
         return render_page(request, PAGE, FRAGMENT, _context(request, token_form=form), status=400)
@@ -66,9 +79,11 @@ def token_create(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke(request: HttpRequest, key: str) -> HttpResponse:
     """Revoke one of the user's own tokens; another user's is as unknown as a made-up one."""
-    if not revoke_token(user=_user(request), key=key):
+    revoked = revoke_token(user=_user(request), key=key)
+    if revoked is None:
         raise Http404("You have no token with this id.")
-    notice = f"Token {key} revoked: it no longer works."
+    called = f"“{revoked.name}”" if revoked.name is not None else f"{revoked.key}…"
+    notice = f"Token {called} revoked: it no longer works."
     if not is_fragment_request(request):
         messages.success(request, notice)
         return redirect("web-account")
