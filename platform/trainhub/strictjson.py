@@ -25,7 +25,9 @@ def json_type_problem(field: Any, value: Any) -> Any:
         return None if isinstance(value, bool) else "Expected true or false."
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if isinstance(field, fields.IntegerField):
-        return None if number and isinstance(value, int) else "Expected a whole number."
+        # JSON Schema's integer: 3 and 3.0 alike (DRF reads 3.0 as 3), not 2.5.
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return None if number and whole else "Expected a whole number."
     if isinstance(field, (fields.FloatField, fields.DecimalField)):
         return None if number else "Expected a number."
     if isinstance(field, fields.DictField):

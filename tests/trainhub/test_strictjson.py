@@ -90,6 +90,16 @@ def test_a_type_problem_inside_a_section_is_reported_with_an_unknown_field_outsi
     }
 
 
+def test_a_whole_number_written_with_a_point_is_a_whole_number() -> None:
+    """JSON Schema's integer holds 3.0 (a fuzzer sends it): read as 3; 2.5 is refused."""
+    serializer = _Spec(data={"name": "x", "range": {"min": 3.0}})
+    assert serializer.is_valid(), serializer.errors
+    assert serializer.validated_data["range"]["min"] == 3
+    assert _errors(_Spec, {"name": "x", "range": {"min": 2.5}}) == {
+        "range": {"min": ["Expected a whole number."]}
+    }
+
+
 def test_a_valid_document_still_validates() -> None:
     serializer = _Spec(data={"name": "x", "range": {"min": 2}, "ranges": [{"max": 4}]})
     assert serializer.is_valid(), serializer.errors
