@@ -64,6 +64,10 @@ def test_admin_sees_capacity_team_bars_and_a_new_job_without_reload(
         expect(recsys).to_contain_text("used of 2 CPU")
         expect(recsys.locator('td[data-resource="cpu"] .bar')).to_be_visible()
         expect(page.locator("#live-status")).to_have_text("live")
+        # One memory unit per card: "0 GiB of 23.5 GiB", never "0 MiB of 23.5 GiB".
+        memory = page.locator('.capacity[data-resource="memory_mb"]').inner_text()
+        units = set(re.findall(r"\b(MiB|GiB|TiB)\b", memory))
+        assert len(units) == 1, memory
         assert_accessible(page)
 
         page.evaluate("window.__notReloaded = true")
