@@ -22,6 +22,7 @@ from ps_runtime.agent.protocol import (
     TaskStatus,
     parse_from_agent,
 )
+from trainhub.jobs.causes import STDERR_LINES
 from trainhub.jobs.choices import TaskState
 from trainhub.jobs.models import Task
 from trainhub.jobs.services import (
@@ -31,6 +32,7 @@ from trainhub.jobs.services import (
 )
 from trainhub.nodes.capacity import CapacityReport, cap_to_reports
 from trainhub.nodes.heartbeats import HeartbeatRecord, record_heartbeat, record_heartbeats
+from trainhub.telemetry.selectors import stderr_tail
 from trainhub.telemetry.services import PointRow, checked_rows, ingest_logs, ingest_rows
 
 __all__ = [
@@ -150,6 +152,16 @@ def _heartbeat(node_id: int, heartbeat: Heartbeat, now: datetime) -> None:
 
 
 def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:
+    stderr: list[str] = []
+    if status.state.value == TaskState.FAILED:
+        # The failure causes read a traceback from it: the agent sends a task's status
+        # after all of its output, so its last lines are stored by now.
+        started = (
+            Task.objects.filter(pk=status.task.id, attempt=status.task.attempt)
+            .values_list("started_at", flat=True)
+            .first()
+        )
+        stderr = stderr_tail(status.task.id, since=started, limit=STDERR_LINES)
     record_task_status(
         node_id=node_id,
         task_id=status.task.id,
@@ -158,4 +170,5 @@ def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:
         exit_code=status.exit_code,
         message=status.message,
         now=now,
+        stderr=stderr,
     )

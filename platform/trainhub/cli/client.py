@@ -163,6 +163,10 @@ def describe(args: argparse.Namespace) -> None:
         print(f"  pending:    {job['pending_reason'] or 'waiting for the scheduler'}")
     if job["message"]:
         print(f"  message:    {job['message']}")
+    if job.get("end_cause") and job["end_cause"] != "succeeded":
+        print(f"  cause:      {job['end_cause']}")
+        if job.get("end_hint"):
+            print(f"  hint:       {job['end_hint']}")
     print(f"  submitted:  {job['created_at']} by {job['submitted_by']}")
     print(f"  entrypoint: {spec.entrypoint}")
     print(
@@ -185,7 +189,7 @@ def describe(args: argparse.Namespace) -> None:
     if job["tasks"]:
         print("\nTasks:")
         print_table(
-            ["ROLE", "INDEX", "STATE", "NODE", "ADDRESS", "GPUS", "ATTEMPT", "EXIT"],
+            ["ROLE", "INDEX", "STATE", "NODE", "ADDRESS", "GPUS", "ATTEMPT", "EXIT", "CAUSE"],
             [
                 [
                     t["role"],
@@ -196,6 +200,7 @@ def describe(args: argparse.Namespace) -> None:
                     ",".join(map(str, t["gpu_indices"])) or "",
                     t["attempt"],
                     t["exit_code"],
+                    t.get("end_cause") or "",
                 ]
                 for t in job["tasks"]
             ],
@@ -203,6 +208,9 @@ def describe(args: argparse.Namespace) -> None:
         for t in job["tasks"]:
             if t["state"] == "preparing" and t["message"]:
                 print(f"  {t['role']}-{t['index']}: {t['message']}")
+            elif t.get("end_cause") not in (None, "", "succeeded", "stopped"):
+                hint = f" — {t['end_hint']}" if t.get("end_hint") else ""
+                print(f"  {t['role']}-{t['index']} ended: {t['end_cause']}{hint}")
     print("\nEvents:")
     print_table(
         ["TIME", "EVENT", "REASON", "BY"],

@@ -37,6 +37,17 @@ class Job(models.Model):
     )
     pending_reason = models.CharField(max_length=300, blank=True)
     message = models.TextField(blank=True, help_text="Why the job failed, if it did.")
+    end_cause = models.CharField(
+        max_length=32,
+        blank=True,
+        db_default="",  # rows inserted by COPY (`jobs.rows`) leave it out
+        help_text="Why the task end that last failed or restarted the job happened "
+        "(user_exception, out_of_memory, killed, node_lost, preempted, …; docs/design.md "
+        "§Failure causes), or `succeeded`; empty while no task has ended.",
+    )
+    end_hint = models.TextField(
+        blank=True, db_default="", help_text="What to do about `end_cause`, in one line."
+    )
     # Shared secret of the job's gRPC cluster; handed to its tasks, never shown in the API.
     runtime_token = models.CharField(max_length=64, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -100,6 +111,16 @@ class Task(models.Model):
     rejoin = models.BooleanField(default=False)
     exit_code = models.IntegerField(null=True, blank=True)
     message = models.TextField(blank=True)
+    end_cause = models.CharField(
+        max_length=32,
+        blank=True,
+        db_default="",  # rows inserted by COPY (`jobs.rows`) leave it out
+        help_text="Why the task's last attempt ended (user_exception, out_of_memory, killed, "
+        "node_lost, preempted, …; docs/design.md §Failure causes); empty while it runs.",
+    )
+    end_hint = models.TextField(
+        blank=True, db_default="", help_text="What to do about `end_cause`, in one line."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

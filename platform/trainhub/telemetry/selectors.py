@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -296,3 +297,14 @@ async def alog_text(job_id: int, task_id: int | None = None) -> AsyncIterator[by
             return
         yield chunk
         after = last
+
+
+def stderr_tail(task_id: int, *, since: datetime | None, limit: int) -> list[str]:
+    """The last `limit` stderr lines of a task stored since `since` (its attempt's start),
+    oldest first: what the failure causes (`jobs.causes`) read a traceback from. Uses
+    the (task, id) index; an earlier attempt's traceback is not read back."""
+    rows = LogLine.objects.filter(task_id=task_id, stream="stderr")
+    if since is not None:
+        rows = rows.filter(time__gte=since)
+    lines = list(rows.order_by("-id").values_list("line", flat=True)[:limit])
+    return lines[::-1]

@@ -99,10 +99,19 @@ def test_task_failure_fails_the_job_with_the_reason(setup: dict[str, Any]) -> No
     report(setup["node"].pk, worker, "failed", 3)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert job.message == "worker 0 exited with code 3"
+    assert job.message == (
+        "worker 0 exited with code 3 — exit_code: it exited with code 3 without a Python "
+        "traceback: read its output with `trainhub logs`"
+    )
     # A repeated or late report changes nothing.
     report(setup["node"].pk, worker, "failed", 3)
     assert Job.objects.get(pk=job.pk).events.filter(to_state=JobState.FAILED).count() == 1
+
+
+_SIGKILL_HINT = (
+    "the task was killed by SIGKILL from outside it; if it was near its 512 MiB of memory, "
+    "raise workers.resources.memory_mb"
+)
 
 
 def _running_job(setup: dict[str, Any], **spec: Any) -> tuple[Job, list[dict[str, Any]]]:
@@ -127,6 +136,7 @@ def test_lost_worker_is_relaunched_while_the_job_keeps_running(setup: dict[str, 
     assert relaunched["env"]["TRAINHUB_BIND"] == worker["env"]["TRAINHUB_BIND"]
     assert job.events.filter(kind="restart").get().reason == (
         "worker 0 was killed by SIGKILL (exit code 137); relaunching it (restart 1 of 1)"
+        f" — killed: {_SIGKILL_HINT}"
     )
     report(setup["node"].pk, worker, "stopped")  # the old attempt's late report: ignored
     report(setup["node"].pk, relaunched, "running")
@@ -135,6 +145,7 @@ def test_lost_worker_is_relaunched_while_the_job_keeps_running(setup: dict[str, 
     assert job.state == JobState.FAILED
     assert job.message == (
         "worker 0 was killed by SIGKILL (exit code 137) (after 1 restart, the spec's max_restarts)"
+        f" — killed: {_SIGKILL_HINT}"
     )
 
 
@@ -174,7 +185,7 @@ def test_coordinator_exit_75_restarts_the_job_and_other_failures_do_not(
     report(setup["node"].pk, coordinator, "failed", 1)  # a bug in user code: no restart
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert job.message == "coordinator 0 exited with code 1"
+    assert job.message.startswith("coordinator 0 exited with code 1 — exit_code: ")
 
 
 def test_a_coordinator_killed_by_a_signal_restarts_the_job(setup: dict[str, Any]) -> None:
@@ -185,7 +196,8 @@ def test_a_coordinator_killed_by_a_signal_restarts_the_job(setup: dict[str, Any]
     assert job.state == JobState.RESTARTING
     assert job.events.filter(to_state=JobState.RESTARTING).get().reason == (
         "coordinator 0 was killed by SIGKILL (exit code 137); restarting the job from its "
-        "last checkpoint (restart 1 of 1)"
+        "last checkpoint (restart 1 of 1) — killed: the task was killed by SIGKILL from outside "
+        "it; if it was near its 512 MiB of memory, raise coordinator.resources.memory_mb"
     )
 
 
@@ -320,7 +332,7 @@ def test_lost_node_fails_its_running_job_with_the_reason(setup: dict[str, Any]) 
     run_cycle(now=start + timedelta(seconds=60))
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert job.message == "node node-1 lost: no heartbeat for 30 s"
+    assert job.message.startswith("node node-1 lost: no heartbeat for 30 s — node_lost: node ")
     assert set(job.tasks.values_list("state", flat=True)) == {TaskState.FAILED}
 
 
@@ -330,3 +342,51 @@ def test_node_secrets_never_start_with_a_dash() -> None:
     from trainhub.nodes.secrets_util import new_secret
 
     assert not any(new_secret().startswith("-") for _ in range(2000))
+
+
+def test_a_traceback_in_the_tasks_stderr_is_its_cause_on_the_task_and_the_job(
+    setup: dict[str, Any],
+) -> None:
+    """The gateway reads the attempt's stderr back for the classification: the cause and
+    its hint land on the task, on the job, and in the job's message."""
+    job, tasks = _running_job(setup, max_restarts=0)
+    worker = next(t for t in tasks if t["role"] == "worker")
+    key = {"id": worker["id"], "attempt": worker["attempt"], "seq": 1}
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/srv/task/code/train.py", line 12, in main',
+        "    import foo",
+        "ModuleNotFoundError: No module named 'foo'",
+    ]
+    for stream, lines in (("stderr", traceback), ("stdout", ["epoch 1 done"])):
+        message = {"type": "logs", **key, "stream": stream, "lines": lines}
+        handle_message(node_id=setup["node"].pk, now=timezone.now(), message=message)
+    report(setup["node"].pk, worker, "failed", 1)
+    job.refresh_from_db()
+    hint = "ModuleNotFoundError: No module named 'foo' at train.py:12 — add foo to " + (
+        "environment.requirements"
+    )
+    task = job.tasks.get(pk=worker["id"])
+    assert (task.end_cause, task.end_hint) == ("user_exception", hint)
+    assert (job.state, job.end_cause, job.end_hint) == (JobState.FAILED, "user_exception", hint)
+    assert job.message == f"worker 0 exited with code 1 — user_exception: {hint}"
+
+
+def test_a_relaunched_attempt_is_not_blamed_for_the_last_ones_traceback(
+    setup: dict[str, Any],
+) -> None:
+    job, tasks = _running_job(setup, max_restarts=1)
+    worker = next(t for t in tasks if t["role"] == "worker")
+    lines = ["Traceback (most recent call last):", "ValueError: first attempt"]
+    message = {"type": "logs", "id": worker["id"], "attempt": 1, "seq": 1, "stream": "stderr"}
+    handle_message(
+        node_id=setup["node"].pk, now=timezone.now(), message={**message, "lines": lines}
+    )
+    report(setup["node"].pk, worker, "failed", 1)
+    assert job.tasks.get(pk=worker["id"]).end_cause == "user_exception"
+    second = {**worker, "attempt": 2}
+    report(setup["node"].pk, second, "running")
+    report(setup["node"].pk, second, "failed", 3)
+    task = job.tasks.get(pk=worker["id"])
+    assert (task.attempt, task.end_cause) == (2, "exit_code")
+    assert "ValueError" not in task.end_hint

@@ -198,6 +198,42 @@ def test_logs_follow_prints_until_the_job_ends(user: dict[str, Any]) -> None:
     assert plain.returncode == 0 and plain.stdout == out
 
 
+def test_describe_says_why_a_job_failed_and_what_to_do(user: dict[str, Any]) -> None:
+    job_id = _submit(user)
+    node = user["node"]
+    place_job(
+        job=Job.objects.get(pk=job_id),
+        now=timezone.now(),
+        placements=[
+            Placement(TaskRole.COORDINATOR, 0, node.pk, None, 0.5, 512),
+            Placement(TaskRole.PS, 0, node.pk, 41000, 0.5, 512),
+            Placement(TaskRole.WORKER, 0, node.pk, 41001, 0.5, 512),
+        ],
+    )
+    coordinator = Job.objects.get(pk=job_id).tasks.get(role=TaskRole.COORDINATOR)
+    key = {"id": coordinator.pk, "attempt": 1}
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/srv/task/code/train.py", line 12, in main',
+        "ModuleNotFoundError: No module named 'foo'",
+    ]
+    for message in (
+        {"type": "task_status", "state": "running", "exit_code": None, "message": ""},
+        {"type": "logs", "stream": "stderr", "lines": traceback},
+        {"type": "task_status", "state": "failed", "exit_code": 1, "message": ""},
+    ):
+        handle_message(node_id=node.pk, message={**key, **message}, now=timezone.now())
+    described = trainhub(user["config"], "describe", str(job_id))
+    assert described.returncode == 0, described.stderr
+    hint = "ModuleNotFoundError: No module named 'foo' at train.py:12 — add foo to "
+    lines = described.stdout.splitlines()
+    assert "  cause:      user_exception" in lines
+    assert f"  hint:       {hint}environment.requirements" in lines
+    assert f"  coordinator-0 ended: user_exception — {hint}environment.requirements" in lines
+    header = next(line for line in lines if line.startswith("ROLE"))
+    assert header.split()[-1] == "CAUSE"
+
+
 def test_nodes(user: dict[str, Any]) -> None:
     table = trainhub(user["config"], "nodes")
     assert table.returncode == 0, table.stderr

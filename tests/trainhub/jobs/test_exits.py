@@ -70,11 +70,15 @@ def test_a_lost_task_and_a_killed_one_are_told_in_words(world: World) -> None:
     assert job.state == JobState.FAILED
     assert job.events.get(kind="restart").reason == (
         "worker 0 ended with no exit status: lost while the agent was down; "
-        "relaunching it (restart 1 of 1)"
+        f"relaunching it (restart 1 of 1) — node_lost: node {world.node.hostname} stopped "
+        "answering (not the job's code); a failed job runs again with Clone"
     )
     # The agent's "killed by SIGKILL" is not said twice; one restart, not "1 restarts".
     assert job.message == (
         "worker 0 was killed by SIGKILL (exit code 137) (after 1 restart, the spec's max_restarts)"
+        " — killed: the task was killed by SIGKILL from outside it; if it was near its "
+        f"{job.job_spec.workers.resources.memory_mb} MiB of memory, raise "
+        "workers.resources.memory_mb"
     )
     said = [job.message, *job.events.values_list("reason", flat=True)]
     assert not [text for text in said if "None" in text], said

@@ -128,14 +128,21 @@ def test_a_failed_worker_is_relaunched_until_max_restarts(world: World, publishe
     assert (worker.attempt, worker.state, worker.exit_code) == (2, TaskState.ASSIGNED, None)
     assert (job.state, job.restarts) == (JobState.RUNNING, 1)
     assert job.events.get(kind="restart").reason == (
-        "worker 0 exited with code 1: oom; relaunching it (restart 1 of 1)"
+        "worker 0 exited with code 1: oom; relaunching it (restart 1 of 1) — exit_code: it "
+        "exited with code 1 without a Python traceback: read its output with `trainhub logs`"
     )
     assert NodeTasksChanged(node_ids=(world.node.pk,)) in events
 
     _report(worker, TaskState.FAILED, 1)
     job.refresh_from_db()
     assert job.state == JobState.FAILED
-    assert job.message == "worker 0 exited with code 1 (after 1 restart, the spec's max_restarts)"
+    assert job.message.startswith(
+        "worker 0 exited with code 1 (after 1 restart, the spec's max_restarts) — exit_code: "
+    )
+    assert (job.end_cause, job.end_hint) == (
+        "exit_code",
+        "it exited with code 1 without a Python traceback: read its output with `trainhub logs`",
+    )
 
 
 def test_a_lost_parameter_server_restarts_the_whole_job(world: World) -> None:
@@ -172,10 +179,10 @@ def test_a_lost_ps_of_a_replicated_job_is_relaunched_alone_as_a_replacement(
     _report(job.tasks.get(role=TaskRole.PS, index=0), TaskState.FAILED, 137)
     assert _state(job) == JobState.RUNNING
     assert _rejoins(world, job) == {0: True, 1: False}
-    assert job.events.get(kind="restart").reason.endswith(
+    assert (
         "relaunching it; it copies its shards from a live replica while the job runs on "
-        "(restart 1 of 4)"
-    )
+        "(restart 1 of 4) — killed: the task was killed by SIGKILL"
+    ) in job.events.get(kind="restart").reason
 
     # The whole job restarting (here: its coordinator killed) starts every PS afresh.
     _run_all(job)
@@ -199,7 +206,8 @@ def test_a_coordinator_that_fails_otherwise_fails_the_job(world: World) -> None:
     job.refresh_from_db()
     assert (job.state, job.message, job.restarts) == (
         JobState.FAILED,
-        "coordinator 0 exited with code 1: bug",
+        "coordinator 0 exited with code 1: bug — exit_code: it exited with code 1 without a "
+        "Python traceback: read its output with `trainhub logs`",
         0,
     )
 
@@ -213,9 +221,14 @@ def test_lost_nodes_end_their_tasks_and_fail_running_jobs(world: World, publishe
         )
     assert ended == 3
     job.refresh_from_db()
-    reason = f"node {world.node.hostname} lost: no heartbeat for 30 s"
-    assert (job.state, job.message) == (JobState.FAILED, reason)
+    hint = (
+        f"node {world.node.hostname} stopped answering (not the job's code); a failed job "
+        "runs again with Clone"
+    )
+    reason = f"node {world.node.hostname} lost: no heartbeat for 30 s — node_lost: {hint}"
+    assert (job.state, job.message, job.end_cause) == (JobState.FAILED, reason, "node_lost")
     assert set(job.tasks.values_list("state", flat=True)) == {TaskState.FAILED}
+    assert set(job.tasks.values_list("end_cause", "end_hint")) == {("node_lost", hint)}
     assert sum(isinstance(e, TaskStateChanged) and e.ended for e in events) == 3
     # Nothing left to release.
     assert (
@@ -279,7 +292,11 @@ def test_an_environment_that_cannot_be_built_fails_the_job_without_a_restart(
     _report(worker, TaskState.FAILED, EXIT_ENVIRONMENT, message=reason)
     job.refresh_from_db()
     assert job.state == JobState.FAILED and job.restarts == 0
-    assert job.message == f"worker 0 could not start: {reason}"
+    assert job.message == (
+        f"worker 0 could not start: {reason} — environment_failed: the job's Python "
+        "environment could not be built: check environment.requirements against the task's "
+        "message"
+    )
     # A worker failing otherwise is relaunched (a restart spent), as before.
     other = _placed(world, max_restarts=3)
     worker = other.tasks.get(role=TaskRole.WORKER)

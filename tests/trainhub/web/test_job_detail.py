@@ -16,8 +16,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
-from trainhub.jobs.choices import JobState
+from trainhub.jobs.choices import JobState, TaskState
 from trainhub.jobs.models import Job
+from trainhub.jobs.services import record_task_status
 from trainhub.nodes.models import Node
 from trainhub.telemetry.models import LogLine
 from trainhub.telemetry.retention import purge_expired
@@ -348,3 +349,32 @@ def test_query_counts_of_the_page_and_its_fragments(
 def test_query_count_for_a_platform_admin(world: World, django_assert_num_queries: Any) -> None:
     # A superuser's policies and navigation ask nothing of the database.
     _queries(django_assert_num_queries, _client(world.root), f"/jobs/{world.job.pk}/", 6)
+
+
+def test_a_failed_job_shows_each_tasks_cause_and_hint_and_why_it_failed(world: World) -> None:
+    job = running_job(world.job, world.node)
+    Job.objects.filter(pk=job.pk).update(spec={**job.spec, "max_restarts": 0})
+    worker = job.tasks.get(role="worker")
+    assert worker.node_id is not None
+    record_task_status(
+        node_id=worker.node_id,
+        task_id=worker.pk,
+        attempt=worker.attempt,
+        state=TaskState.FAILED,
+        exit_code=1,
+        message="",
+        now=timezone.now(),
+        stderr=[
+            "Traceback (most recent call last):",
+            '  File "/srv/task/code/mf.py", line 40, in train',
+            "    raise ValueError('lr must be > 0')",
+            "ValueError: lr must be > 0",
+        ],
+    )
+    page = _page(_client(world.alice), job)
+    hint = "ValueError: lr must be &gt; 0 at mf.py:40 — fix the code there and submit the job again"
+    row = page.split(f'data-task-id="{worker.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="task-cause"><code>user_exception</code>' in row and hint in row
+    reason = page.split('id="job-reason">', 1)[1].split("</span>", 1)[0]
+    assert reason == f"worker 0 exited with code 1 — user_exception: {hint}"
+    assert page.count("<code>user_exception</code>") == 1  # the others did not end

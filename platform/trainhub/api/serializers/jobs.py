@@ -30,6 +30,8 @@ class TaskSerializer(serializers.ModelSerializer):
             "borrowed",
             "exit_code",
             "message",
+            "end_cause",
+            "end_hint",
             "started_at",
             "finished_at",
         ]
@@ -54,6 +56,8 @@ class JobSerializer(serializers.ModelSerializer):
             "state",
             "pending_reason",
             "message",
+            "end_cause",
+            "end_hint",
             "submitted_by",
             "created_at",
             "started_at",

@@ -3,6 +3,7 @@ restart after a failure, or fail. Also tasks whose node was lost or never starte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import Node
 from trainhub.nodes.quarantine import StartOutcome, note_task_end, start_outcome
 
+from ..causes import NO_CAUSE, EndCause, EndFacts, classify, with_cause
 from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
 from ..exits import describe_exit
 from ..models import Job, Task
@@ -41,12 +43,17 @@ def record_task_status(
     exit_code: int | None,
     message: str,
     now: datetime,
+    stderr: Sequence[str] = (),
+    oom_killed: bool = False,
 ) -> None:
     """Apply what an agent reported about one of its task processes.
 
-    A report about an earlier attempt, another node's task or a task already over, or a
-    repeated `running`, is ignored: agents re-send what was not acknowledged, and a
-    restarted task has a new attempt number.
+    An end is classified (`jobs.causes`) from the report, the job's state and `stderr`,
+    the end of the task's stderr that the caller read for it (oldest line first), and
+    the cause and hint are stored on the task and, when it fails or restarts the job,
+    on the job and in its history. A report about an earlier attempt, another node's
+    task or a task already over, or a repeated `running`, is ignored: agents re-send
+    what was not acknowledged, and a restarted task has a new attempt number.
     """
     task = (
         Task.objects.select_for_update()
@@ -62,10 +69,19 @@ def record_task_status(
         _preparing(task, message, actor=f"node {node_id}", now=now)
         return
     updates: dict[str, Any] = {"state": state}
+    end = NO_CAUSE
     if state == TaskState.RUNNING:
-        updates.update(started_at=now, message="")  # not the environment's progress
+        # Not the environment's progress, nor the last attempt's cause.
+        updates.update(started_at=now, message="", end_cause="", end_hint="")
     else:
-        updates.update(finished_at=now, exit_code=exit_code, message=message[:2000])
+        end = _classify(task, state, exit_code, message, stderr, oom_killed)
+        updates.update(
+            finished_at=now,
+            exit_code=exit_code,
+            message=message[:2000],
+            end_cause=end.cause,
+            end_hint=end.hint,
+        )
     Task.objects.filter(pk=task.pk).update(**updates)
     publish_task_state(task, state)
     actor = f"node {node_id}"
@@ -84,7 +100,31 @@ def record_task_status(
             now=now,
         )
     _note_on_node(task, outcome, exit_code, message, now=now)
-    _ended(task, state, exit_code, message, actor=actor, now=now, outcome=outcome)
+    _ended(task, state, exit_code, message, actor=actor, now=now, outcome=outcome, end=end)
+
+
+def _classify(
+    task: Task,
+    state: TaskState,
+    exit_code: int | None,
+    message: str,
+    stderr: Sequence[str],
+    oom_killed: bool,
+) -> EndCause:
+    return classify(
+        EndFacts(
+            state=str(state),
+            exit_code=exit_code,
+            role=task.role,
+            memory_mb=task.memory_mb,
+            message=message,
+            stderr=stderr,
+            asked_to_stop=task.desired == DesiredState.STOP,
+            preempted=task.job.state == JobState.PREEMPTED,
+            oom_killed=oom_killed,
+            node=task.node.hostname if task.node else "",
+        )
+    )
 
 
 def _note_on_node(
@@ -148,8 +188,10 @@ def _ended(
     actor: str,
     now: datetime,
     outcome: StartOutcome = StartOutcome.NEITHER,
+    end: EndCause = NO_CAUSE,
 ) -> None:
-    """A task process is over: the job succeeds, restarts, fails, or carries on."""
+    """A task process is over: the job succeeds, restarts, fails, or carries on. The
+    job's history and message say why, with the end's cause and hint."""
     job = task.job
     if job.state == JobState.PREEMPTED:
         if task.role == TaskRole.COORDINATOR:
@@ -160,6 +202,8 @@ def _ended(
         return  # asked to stop, and it did
     if job.state not in JOB_PLACED:
         return
+    if end.cause and (state != TaskState.SUCCEEDED or task.role == TaskRole.COORDINATOR):
+        Job.objects.filter(pk=job.pk).update(end_cause=end.cause, end_hint=end.hint)
     if task.role == TaskRole.COORDINATOR and state == TaskState.SUCCEEDED:
         transition_job(
             job, JobState.SUCCEEDED, reason="coordinator exited with code 0", actor=actor, now=now
@@ -167,7 +211,7 @@ def _ended(
         return
     if exit_code == EXIT_ENVIRONMENT:
         # The same packages fail the same way on any node: no restart is spent on it.
-        detail = f"{task.role} {task.index} could not start: {message}"
+        detail = with_cause(f"{task.role} {task.index} could not start: {message}", end)
         transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
         return
     what = f"{task.role} {task.index} {describe_exit(exit_code)}"
@@ -177,13 +221,14 @@ def _ended(
     restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
     if restartable and job.restarts < max_restarts:
         if outcome == StartOutcome.FAILED_AT_START and _place_again(task):
-            _requeue_after_start_failure(job, task, detail, actor=actor, now=now)
+            _requeue_after_start_failure(job, task, detail, end, actor=actor, now=now)
         else:
-            _restart_after_failure(job, task, exit_code, detail, actor=actor, now=now)
+            _restart_after_failure(job, task, exit_code, detail, end, actor=actor, now=now)
         return
     if restartable and max_restarts:
         spent = f"{job.restarts} restart{'' if job.restarts == 1 else 's'}"
         detail = f"{detail} (after {spent}, the spec's max_restarts)"
+    detail = with_cause(detail, end)
     transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
 
 
@@ -205,7 +250,7 @@ def _place_again(task: Task) -> bool:
 
 
 def _requeue_after_start_failure(
-    job: Job, task: Task, detail: str, *, actor: str, now: datetime
+    job: Job, task: Task, detail: str, end: EndCause, *, actor: str, now: datetime
 ) -> None:
     """Spend a restart on placing the job again: its tasks stop and it goes back to the
     queue (as after a preemption: `advance_preemption` requeues it once they are gone),
@@ -217,8 +262,11 @@ def _requeue_after_start_failure(
     transition_job(
         job,
         JobState.PREEMPTED,
-        reason=f"{detail}; it failed at start on {node}: stopping the job's tasks to place "
-        f"it again, on other nodes first ({count})",
+        reason=with_cause(
+            f"{detail}; it failed at start on {node}: stopping the job's tasks to place "
+            f"it again, on other nodes first ({count})",
+            end,
+        ),
         actor=actor,
         now=now,
         preempted_at=now,
@@ -228,7 +276,14 @@ def _requeue_after_start_failure(
 
 
 def _restart_after_failure(
-    job: Job, task: Task, exit_code: int | None, detail: str, *, actor: str, now: datetime
+    job: Job,
+    task: Task,
+    exit_code: int | None,
+    detail: str,
+    end: EndCause,
+    *,
+    actor: str,
+    now: datetime,
 ) -> None:
     """A lost worker is relaunched alone (the coordinator re-runs its closures), and so is
     a lost PS of a job with replicated shards (it copies them from a live replica); a
@@ -249,13 +304,14 @@ def _restart_after_failure(
             if task.role == TaskRole.WORKER
             else ("relaunching it; it copies its shards from a live replica while the job runs on")
         )
-        record_event(job, kind="restart", reason=f"{detail}; {how} ({count})", actor=actor, now=now)
+        reason = with_cause(f"{detail}; {how} ({count})", end)
+        record_event(job, kind="restart", reason=reason, actor=actor, now=now)
         notify_nodes([task.node_id])
         return
     transition_job(
         job,
         JobState.RESTARTING,
-        reason=f"{detail}; restarting the job from its last checkpoint ({count})",
+        reason=with_cause(f"{detail}; restarting the job from its last checkpoint ({count})", end),
         actor=actor,
         now=now,
     )
@@ -280,11 +336,23 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
         hostname = task.node.hostname if task.node else "?"
         reason = f"node {hostname} lost: no heartbeat for {lost_after_s:g} s"
         state = TaskState.STOPPED if stopping else TaskState.FAILED
-        Task.objects.filter(pk=task.pk).update(state=state, finished_at=now, message=reason)
+        facts = EndFacts(str(state), None, task.role, task.memory_mb, node_lost=True, node=hostname)
+        end = classify(facts)
+        Task.objects.filter(pk=task.pk).update(
+            state=state, finished_at=now, message=reason, end_cause=end.cause, end_hint=end.hint
+        )
         publish_task_state(task, state)
         if not stopping and task.job.state in JOB_PLACED:
+            reason = with_cause(reason, end)
             transition_job(
-                task.job, JobState.FAILED, reason=reason, actor="scheduler", now=now, message=reason
+                task.job,
+                JobState.FAILED,
+                reason=reason,
+                actor="scheduler",
+                now=now,
+                message=reason,
+                end_cause=end.cause,
+                end_hint=end.hint,
             )
     return len(tasks)
 
@@ -317,7 +385,10 @@ def settle_unstarted_tasks(*, node_id: int, live: set[tuple[Any, Any]], now: dat
         if not unstarted:
             break
         Task.objects.filter(pk__in=[t.pk for t in unstarted]).update(
-            state=TaskState.STOPPED, finished_at=now, message="stopped before it started"
+            state=TaskState.STOPPED,
+            finished_at=now,
+            message="stopped before it started",
+            end_cause="stopped",
         )
         for task in unstarted:
             publish_task_state(task, TaskState.STOPPED)
