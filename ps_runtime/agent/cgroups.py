@@ -178,6 +178,23 @@ def members(cgroup: TaskCgroup) -> set[int]:
     return pids
 
 
+def oom_killed(cgroup: TaskCgroup) -> bool:
+    """Whether the kernel's OOM killer killed a process of the task's cgroup: the
+    `oom_kill` count of `memory.events` (v2) or `memory.oom_control` (v1, kernel 4.13+).
+    Read before `remove`; False when neither file says (an older kernel)."""
+    for directory in cgroup.dirs:
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                text = (directory / name).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value) > 0
+    return False
+
+
 def kill_all(cgroup: TaskCgroup) -> None:
     """SIGKILL whatever is still in the cgroup: a process the task started in a session
     of its own escapes its process group, never its cgroup."""

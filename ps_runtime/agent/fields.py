@@ -183,6 +183,17 @@ class JsonObject:
         value = self.data.get(name)
         return None if value is None else as_str(value, self.at(name))
 
+    def optional_flag(self, name: str) -> bool:
+        """A boolean field; absent or null is false."""
+        value = self.data.get(name)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ProtocolError(
+                f"{self.at(name)} must be true or false, got {value!r}", self.at(name)
+            )
+        return value
+
     def choice(self, name: str, choices: type[E]) -> E:
         return as_choice(self.required(name), self.at(name), choices)
 

@@ -236,21 +236,26 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class TaskStatus:
-    """A task attempt started, ended by itself, or was stopped."""
+    """A task attempt started, ended by itself, or was stopped; `oom_killed`: the OOM
+    killer killed a process of its cgroup (the server's cause `out_of_memory`)."""
 
     KIND: ClassVar[MessageKind] = MessageKind.TASK_STATUS
     task: TaskKey
     state: ReportedState
     exit_code: int | None = None
     message: str = ""
+    oom_killed: bool = False
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire = {
             **_task_wire(self.KIND, self.task),
             "state": self.state.value,
             "exit_code": self.exit_code,
             "message": self.message,
         }
+        if self.oom_killed:  # only then: a server before the field reads the rest as ever
+            wire["oom_killed"] = True
+        return wire
 
     @classmethod
     def from_fields(cls, fields: JsonObject) -> TaskStatus:
@@ -259,6 +264,7 @@ class TaskStatus:
             state=fields.choice("state", ReportedState),
             exit_code=fields.optional_integer("exit_code"),
             message=fields.optional_text("message") or "",
+            oom_killed=fields.optional_flag("oom_killed"),
         )
 
 

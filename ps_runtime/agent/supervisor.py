@@ -379,9 +379,11 @@ class Supervisor:
         # task as live meanwhile.
         for reader in tp.readers:
             reader.join()
+        oom = False
         if tp.cgroup is not None:
+            oom = cgroups.oom_killed(tp.cgroup)  # the count goes with the cgroup
             cgroups.remove(tp.cgroup)
-        status = outcome(tp, wrapper_code, stopped=stopped, box=self.isolation.box)
+        status = outcome(tp, wrapper_code, stopped=stopped, box=self.isolation.box, oom=oom)
         key = tp.key
         logger.info("task %s attempt %s %s: %s", key.id, key.attempt, status.state, status.message)
         self._outbox.add_status(status)

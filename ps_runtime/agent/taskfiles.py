@@ -173,10 +173,12 @@ def outcome(
     *,
     stopped: bool,
     box: sandbox.Sandbox | None = None,
+    oom: bool = False,
 ) -> TaskStatus:
     """The final status of an ended task: the exit status its wrapper recorded, else the
     wrapper's own, else "lost"; STOPPED when the agent had asked it to stop. A failure of a
-    sandboxed task whose scratch was full says so."""
+    sandboxed task whose scratch was full says so; a failed one whose cgroup saw the OOM
+    killer (`oom`, read by `cgroups.oom_killed`) has `oom_killed`."""
     returncode = taskwrap.read_status(str(tp.task_dir / STATUS_FILE))
     if returncode is None:
         returncode = wrapper_code
@@ -196,7 +198,7 @@ def outcome(
             f"; its scratch space ({box.scratch // sandbox.MIB} MiB: HOME, /tmp and the "
             f"working directory) was full (agent setting {sandbox.SCRATCH_MB_ENV})"
         )
-    return TaskStatus(tp.key, state, exit_code, message)
+    return TaskStatus(tp.key, state, exit_code, message, oom and state == ReportedState.FAILED)
 
 
 def update_cluster_file(tp: TaskProcess, cluster: str) -> bool:

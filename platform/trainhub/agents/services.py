@@ -171,4 +171,5 @@ def _task_status(node_id: int, status: TaskStatus, now: datetime) -> None:
         message=status.message,
         now=now,
         stderr=stderr,
+        oom_killed=status.oom_killed,
     )

@@ -390,3 +390,21 @@ def test_a_relaunched_attempt_is_not_blamed_for_the_last_ones_traceback(
     task = job.tasks.get(pk=worker["id"])
     assert (task.attempt, task.end_cause) == (2, "exit_code")
     assert "ValueError" not in task.end_hint
+
+
+def test_an_oom_killed_status_is_out_of_memory_with_the_memory_to_raise(
+    setup: dict[str, Any],
+) -> None:
+    job, tasks = _running_job(setup, max_restarts=0)
+    worker = next(t for t in tasks if t["role"] == "worker")
+    status = {"type": "task_status", "id": worker["id"], "attempt": worker["attempt"]}
+    failed = {"state": "failed", "exit_code": 137, "message": "killed by SIGKILL"}
+    handle_message(
+        node_id=setup["node"].pk,
+        now=timezone.now(),
+        message={**status, **failed, "oom_killed": True},
+    )
+    job.refresh_from_db()
+    hint = "the task used more than its 512 MiB: raise workers.resources.memory_mb"
+    assert (job.state, job.end_cause, job.end_hint) == (JobState.FAILED, "out_of_memory", hint)
+    assert job.message.endswith(f" — out_of_memory: {hint}")
