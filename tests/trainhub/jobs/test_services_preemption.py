@@ -131,3 +131,16 @@ def test_a_job_whose_coordinator_is_gone_moves_on_at_once(world: World) -> None:
     assert set(
         job.tasks.filter(state__in=["assigned", "running"]).values_list("desired", flat=True)
     ) == {DesiredState.STOP}
+
+
+def test_tasks_stopped_by_a_preemption_end_with_the_cause_preempted(world: World) -> None:
+    job = _running(world)
+    assert preempt_job(job=job, grace_seconds=30, reason="reclaimed", now=timezone.now())
+    coordinator = job.tasks.get(role=TaskRole.COORDINATOR)
+    _report(coordinator, TaskState.STOPPED, 0)
+    ps = job.tasks.get(role=TaskRole.PS)
+    _report(ps, TaskState.FAILED, 143)  # killed by the stop's SIGTERM: still the preemption
+    ends = dict(job.tasks.values_list("role", "end_cause"))
+    assert ends == {"coordinator": "preempted", "ps": "preempted", "worker": ""}
+    hint = Task.objects.get(pk=ps.pk).end_hint
+    assert hint.startswith("the scheduler stopped it to make room for another job")

@@ -210,6 +210,15 @@ def test_a_coordinator_that_fails_otherwise_fails_the_job(world: World) -> None:
         "Python traceback: read its output with `trainhub logs`",
         0,
     )
+    # The job's other tasks were asked to stop: however they end, that is why, and the
+    # job keeps the cause of the failure that ended it.
+    worker = job.tasks.get(role=TaskRole.WORKER)
+    assert worker.desired == DesiredState.STOP
+    _report(worker, TaskState.FAILED, 143)
+    worker.refresh_from_db()
+    job.refresh_from_db()
+    assert (worker.end_cause, worker.end_hint) == ("stopped", "")
+    assert job.end_cause == "exit_code"
 
 
 def test_lost_nodes_end_their_tasks_and_fail_running_jobs(world: World, published: Capture) -> None:
