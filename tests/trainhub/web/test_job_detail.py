@@ -378,3 +378,31 @@ def test_a_failed_job_shows_each_tasks_cause_and_hint_and_why_it_failed(world: W
     reason = page.split('id="job-reason">', 1)[1].split("</span>", 1)[0]
     assert reason == f"worker 0 exited with code 1 — user_exception: {hint}"
     assert page.count("<code>user_exception</code>") == 1  # the others did not end
+
+
+def test_a_restarted_job_shows_its_last_restarts_cause_above_its_tasks(world: World) -> None:
+    job = running_job(world.job, world.node)
+    Job.objects.filter(pk=job.pk).update(spec={**job.spec, "max_restarts": 2})
+    worker = job.tasks.get(role="worker")
+    assert worker.node_id is not None
+    client = _client(world.alice)
+    assert 'id="job-last-cause"' not in _page(client, job)
+    record_task_status(
+        node_id=worker.node_id,
+        task_id=worker.pk,
+        attempt=worker.attempt,
+        state=TaskState.FAILED,
+        exit_code=137,
+        message="killed by SIGKILL",
+        now=timezone.now(),
+    )
+    job.refresh_from_db()
+    assert (job.state, job.restarts) == (JobState.RUNNING, 1)
+    note = (
+        '<p class="task-note" id="job-last-cause">Last restart: <code>killed</code> — the task '
+        "was killed by SIGKILL from outside it; if it was near its 512 MiB of memory, raise "
+        "workers.resources.memory_mb</p>"
+    )
+    assert note in _page(client, job)
+    fragment = client.get(f"/jobs/{job.pk}/tasks/", headers=HTMX).content.decode()
+    assert note in fragment  # refreshed with the table when a task changes
