@@ -5,8 +5,6 @@
 import { stateClass } from "../../lib/series.js";
 import { taskSource } from "./logic.js";
 
-const COLUMNS = 10;
-
 export class TaskTable {
   constructor(panel) {
     this.panel = panel; // #tasks-panel, whose content htmx swaps
@@ -60,7 +58,9 @@ export class TaskTable {
     for (const r of [...body.rows]) if (!r.dataset.taskId) r.remove(); // "Not placed yet."
     const row = body.insertRow();
     row.dataset.taskId = String(msg.task);
-    for (let i = 0; i < COLUMNS; i += 1) row.insertCell().textContent = "—";
+    // As many cells as the header has columns (the fragment's template decides them).
+    const columns = this.table.tHead?.rows[0]?.cells.length ?? 1;
+    for (let i = 0; i < columns; i += 1) row.insertCell().textContent = "—";
     row.cells[0].textContent = taskSource(msg) || `task ${msg.task}`;
     row.cells[2].className = "task-state";
     this.setBadge(row, msg.state, msg.message);
