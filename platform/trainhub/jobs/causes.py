@@ -183,8 +183,9 @@ CAUSES: tuple[Cause, ...] = (
         "ps_lost",
         lambda f: f.exit_code == EXIT_PS_LOST,
         lambda f: (
-            "a parameter server was lost and no replica held its shards: set "
-            "parameter_servers.replication to 1 to keep a backup of each shard"
+            "a peer task was lost for good (a parameter server with no replica of its "
+            "shards, or a worker that stayed away): set parameter_servers.replication to 1 "
+            "to keep a backup of each shard"
         ),
     ),
     Cause(

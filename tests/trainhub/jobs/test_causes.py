@@ -147,6 +147,7 @@ def test_environment_ps_lost_disk_full_and_a_plain_exit_code() -> None:
     assert _failed(EXIT_ENVIRONMENT).cause == "environment_failed"
     assert "environment.requirements" in _failed(EXIT_ENVIRONMENT).hint
     assert _failed(EXIT_PS_LOST).cause == "ps_lost"
+    assert "parameter_servers.replication to 1" in _failed(EXIT_PS_LOST).hint
     full = "exited with code 1; its scratch space (512 MiB: …) was full"
     assert _failed(1, message=full).cause == "disk_full"
     assert _failed(1, stderr=["OSError: [Errno 28] No space left on device"]).cause == "disk_full"
