@@ -134,6 +134,39 @@ def test_a_task_larger_than_every_node_is_refused_beside_its_field(alice: Any) -
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize("role", ["workers", "parameter_servers", "coordinator"])
+def test_memory_per_task_larger_than_every_node_is_refused_beside_its_field(
+    alice: Any, role: str
+) -> None:
+    """Memory as well as CPUs, for every role: the coordinator's one task too."""
+    make_node("node-1", cpus=8, memory_mb=8192)
+    make_node("node-2", cpus=8, memory_mb=8192)  # 16384 MiB in all: the whole gang fits
+    body = _spec()
+    body[role] = {**body[role], "resources": {"cpu": 1, "memory_mb": 12288}}
+    for query in ("", "?dry_run=true"):
+        response = _post(alice, body, query)
+        assert response.status_code == 400, response.content
+        assert set(response.json()) == {role}
+        message = _error(response, role, "resources", "memory_mb")
+        assert message == (
+            "12288 MiB of memory per task requested, but the largest node has 8192 MiB of memory."
+        )
+    assert not Job.objects.exists()
+
+
+def test_a_coordinator_larger_than_every_node_is_refused_beside_its_field(alice: Any) -> None:
+    for name in ("node-1", "node-2", "node-3"):  # 6 CPUs in all: the whole gang fits
+        make_node(name, cpus=2, memory_mb=8192)
+    body = _spec(coordinator={"resources": {"cpu": 2.5, "memory_mb": 512}})
+    for query in ("", "?dry_run=true"):
+        response = _post(alice, body, query)
+        assert response.status_code == 400, response.content
+        assert set(response.json()) == {"coordinator"}
+        message = _error(response, "coordinator", "resources", "cpu")
+        assert message == "2.5 CPUs per task requested, but the largest node has 2 CPUs."
+    assert not Job.objects.exists()
+
+
 def test_an_empty_cluster_refuses_nothing_for_its_size(alice: Any) -> None:
     """Nodes may join later (a scripted setup submits before its agents enroll)."""
     response = _post(alice, _spec(workers={"min": 40, "max": 40, "resources": ONE}))

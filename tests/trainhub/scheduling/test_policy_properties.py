@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 import random
 from collections import defaultdict
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from trainhub.scheduling.policy import (
     COORDINATOR,
@@ -17,70 +16,21 @@ from trainhub.scheduling.policy import (
     PS,
     READY,
     RUNNING,
-    UNLIMITED,
     WORKER,
     Decisions,
     Job,
-    Node,
     Resources,
     Snapshot,
-    Team,
     schedule,
 )
 from trainhub.scheduling.simulate import Simulator, cluster_from_dict
 from trainhub.scheduling.simulate.inputs import TraceJob
 
 from .driver import apply
+from .strategies import clusters, lent_clusters
 
 EPS = 1e-6
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@st.composite
-def clusters(draw: st.DrawFn) -> Snapshot:
-    """A cluster with teams and a mix of pending jobs (the policy places them over cycles)."""
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = random.Random(seed)
-    nodes = []
-    for i in range(rng.randint(1, 8)):
-        gpus = rng.choice([0, 0, 2, 4, 8])
-        state = rng.choices([READY, "cordoned", LOST], weights=[8, 1, 1])[0]
-        nodes.append(Node(i + 1, Resources(rng.choice([8, 16, 32]), 65536, gpus), state=state))
-    total = Resources()
-    for n in nodes:
-        total = total + n.capacity
-
-    def maybe_limit() -> Resources:
-        if rng.random() < 0.4:
-            return UNLIMITED
-        return Resources(rng.choice([0, 4, 8, math.inf]), math.inf, rng.choice([0, 1, 4]))
-
-    teams = []
-    n_teams = rng.randint(1, 4)
-    for t in range(n_teams):
-        share = rng.choice([0.0, 0.25, 0.5]) if t else 0.5
-        teams.append(Team(f"t{t}", total.times(share), maybe_limit(), maybe_limit()))
-    jobs = []
-    for j in range(rng.randint(1, 25)):
-        gpu = rng.random() < 0.4
-        mn = rng.randint(1, 3)
-        jobs.append(
-            Job(
-                id=j + 1,
-                team=f"t{rng.randrange(n_teams)}",
-                priority=rng.choice(list(PRIORITY_WEIGHTS)),
-                state=PENDING,
-                submit_time=float(rng.randint(0, 50)),
-                worker=Resources(rng.choice([1, 2, 4]), 4096, 1 if gpu else 0),
-                workers_min=mn,
-                workers_max=mn + rng.choice([0, 0, 1, 3]),
-                ps_count=rng.choice([0, 0, 1, 2]),
-                ps=Resources(1, 2048),
-                coordinator=rng.choice([Resources(), Resources(0.5, 1024)]),
-                freeze_seconds=rng.choice([0, 30, 100]),
-            )
-        )
-    return Snapshot(0.0, tuple(nodes), tuple(teams), tuple(jobs))
 
 
 def _check_cycle(before: Snapshot, d: Decisions, after: Snapshot) -> None:
@@ -252,3 +202,43 @@ def test_a_preview_gives_each_job_what_the_whole_cycle_gives_it(
             if job.state == PENDING:
                 assert _outcome(schedule(snap, until=job.id), job.id) == _outcome(full, job.id)
         snap = replace(apply(snap, full, snap.now), now=snap.now + rng.choice([1.0, 120.0]))
+
+
+def _check_started_once(d: Decisions) -> None:
+    """A job starts at most once in a cycle, and nothing else is decided for it there: no
+    reason to wait, no reservation, no resize, no preemption."""
+    started = [s.job_id for s in d.starts]
+    assert len(started) == len(set(started)), f"a job started twice in one cycle: {started}"
+    also = {
+        "waits": set(d.pending_reasons),
+        "keeps a reservation": {r.job_id for r in d.reservations},
+        "grows": {a.job_id for a in d.add_workers},
+        "shrinks": {r.job_id for r in d.remove_workers},
+        "is preempted": {p.job_id for p in d.preemptions},
+        "has a server moved": {m.job_id for m in d.move_servers},
+    }
+    for what, ids in also.items():
+        assert not ids & set(started), f"jobs {sorted(ids & set(started))} start and {what}"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lent_clusters(), st.randoms(use_true_random=False))
+def test_a_job_starts_at_most_once_per_cycle(
+    drawn: tuple[Snapshot, tuple[Job, ...]], rng: random.Random
+) -> None:
+    """Also in the cycle that starts a job on the capacity reclaimed for it earlier: that
+    start comes before the fair-order pass, which must not try the job again."""
+    snap, later = drawn
+    for cycle in range(5):
+        d = schedule(snap)
+        _check_started_once(d)
+        reserved = {r.job_id for r in snap.reservations}
+        if any(s.job_id in reserved for s in d.starts):
+            event("a job started on its reservation")
+        after = apply(snap, d, snap.now)
+        _check_cycle(snap, d, after)
+        now = snap.now + rng.choice([40.0, 700.0])
+        jobs = [j for j in after.jobs if not (j.state == RUNNING and rng.random() < 0.1)]
+        if cycle == 1:  # the owner's jobs arrive and reclaim its lent quota
+            jobs += [replace(j, submit_time=now, pending_since=now) for j in later]
+        snap = replace(after, now=now, jobs=tuple(sorted(jobs, key=lambda j: j.id)))
