@@ -251,3 +251,20 @@ def test_low_priority_job_behind_a_stream_of_higher_priority_jobs_starts_in_boun
     starved = Simulator(cluster, trace, policy="priority", check=True)
     starved.run()
     assert starved.started[1] - 10.0 > 10 * start
+
+
+def test_a_node_that_shrank_under_its_tasks_has_nothing_free_not_less() -> None:
+    """A node's reported capacity can drop below what its running tasks hold; a reason
+    says it has 0 free, never a negative amount."""
+    nodes = (Node(1, Resources(8, 64000)),)
+    team = Team("a", Resources(100, 400000))
+    running = Job(1, "a", "normal", PENDING, 0.0, Resources(6, 1000), workers_min=1)
+    snap = apply(
+        Snapshot(0.0, nodes, (team,), (running,)),
+        schedule(Snapshot(0.0, nodes, (team,), (running,))),
+        0.0,
+    )
+    shrunk = replace(snap, nodes=(Node(1, Resources(2, 64000)),))
+    late = Job(2, "a", "normal", PENDING, 1.0, Resources(1, 1000), workers_min=1)
+    d = schedule(replace(shrunk, jobs=(*shrunk.jobs, late)))
+    assert d.pending_reasons[2] == "no node has 1 free CPUs (at most 0 free on any node)"
