@@ -347,7 +347,7 @@ class Capacity:
                 return f"no node has {res.gpu:g} {model} GPUs"
             ready = [p for p in range(len(self.ready)) if self.ready[p]]
             if not any(self.model_free[p].get(model, 0.0) + EPSILON >= res.gpu for p in ready):
-                most = _shown(max((self.model_free[p].get(model, 0.0) for p in ready), default=0.0))
+                most = max(0.0, max((self.model_free[p].get(model, 0.0) for p in ready), default=0.0))
                 return (
                     f"no node has {res.gpu:g} free {model} GPUs (at most {most:g} free on any node)"
                 )
@@ -359,7 +359,7 @@ class Capacity:
         if biggest.gpu > 0:
             gpu_nodes = [p for p in range(len(self.ready)) if self.ready[p] and self.has_gpus[p]]
             if not any(self.gpu[p] + EPSILON >= biggest.gpu for p in gpu_nodes):
-                most = _shown(max((self.gpu[p] for p in gpu_nodes), default=0.0))
+                most = max(0.0, max((self.gpu[p] for p in gpu_nodes), default=0.0))
                 return f"no node has {biggest.gpu:g} free GPUs (at most {most:g} free on any node)"
             if not any(self.fits(p, biggest) for p in gpu_nodes):
                 return (
@@ -372,35 +372,26 @@ class Capacity:
                 continue
             if not any(self.fits(p, res) for p in ready):
                 if not any(self.cpu[p] + EPSILON >= res.cpu for p in ready):
-                    most = _shown(max(self.cpu[p] for p in ready))
+                    most = max(0.0, max(self.cpu[p] for p in ready))
                     return f"no node has {res.cpu:g} free CPUs (at most {most:g} free on any node)"
                 if not any(self.mem[p] + EPSILON >= res.memory_mb for p in ready):
-                    most = _shown(max(self.mem[p] for p in ready))
+                    most = max(0.0, max(self.mem[p] for p in ready))
                     return (
                         f"no node has {res.memory_mb:g} MiB of free memory (at most {most:g} "
                         "MiB free on any node)"
                     )
                 return f"no node has {res.cpu:g} free CPUs and {res.memory_mb:g} MiB free"
-        free = self.free_total()
+        free = self.free_total()  # reasons say 0 free, not below: a node can shrink under tasks
         for name, needed, have in (
-            ("gpu", need.gpu, free.gpu),
-            ("cpu", need.cpu, free.cpu),
-            ("memory_mb", need.memory_mb, free.memory_mb),
+            ("gpu", need.gpu, max(0.0, free.gpu)),
+            ("cpu", need.cpu, max(0.0, free.cpu)),
+            ("memory_mb", need.memory_mb, max(0.0, free.memory_mb)),
         ):
             if needed > have + EPSILON:
-                return (
-                    f"not enough free {name} in the cluster: needs {needed:g}, "
-                    f"{_shown(have):g} free"
-                )
-        most = _shown(max((self.cpu[p] for p in ready), default=0.0))
+                return f"not enough free {name} in the cluster: needs {needed:g}, {have:g} free"
+        most = max(0.0, max((self.cpu[p] for p in ready), default=0.0))
         return (
             f"free resources are fragmented: no placement fits all {len(tasks)} tasks together "
-            f"(they need {need.cpu:g} CPUs in all, {_shown(free.cpu):g} are free, at most "
+            f"(they need {need.cpu:g} CPUs in all, {max(0.0, free.cpu):g} are free, at most "
             f"{most:g} on one node)"
         )
-
-
-def _shown(free: float) -> float:
-    """A free amount as a reason says it: a node whose capacity shrank under its running
-    tasks holds more than it has, and has nothing free rather than a negative amount."""
-    return max(free, 0.0)
