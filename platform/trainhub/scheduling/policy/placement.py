@@ -347,7 +347,7 @@ class Capacity:
                 return f"no node has {res.gpu:g} {model} GPUs"
             ready = [p for p in range(len(self.ready)) if self.ready[p]]
             if not any(self.model_free[p].get(model, 0.0) + EPSILON >= res.gpu for p in ready):
-                most = max(0.0, max((self.model_free[p].get(model, 0.0) for p in ready), default=0.0))
+                most = max([0.0, *(self.model_free[p].get(model, 0.0) for p in ready)])
                 return (
                     f"no node has {res.gpu:g} free {model} GPUs (at most {most:g} free on any node)"
                 )
