@@ -23,7 +23,7 @@ import grpc
 import numpy as np
 
 from ps_runtime.client.pending import PendingDense, PendingPush, PendingRows
-from ps_runtime.client.routes import PUSH_ATTEMPTS, Routes
+from ps_runtime.client.routes import TRANSPORT_ATTEMPTS, Routes
 from ps_runtime.proto import ps_pb2
 from ps_runtime.shards import sharding
 from ps_runtime.wire import chunks, rpc
@@ -196,7 +196,9 @@ class PSClient:
         """
         if nbytes <= self.chunk_bytes:
             value = decode_tensor(
-                self._unary(shard, "PullDense", ps_pb2.PullDenseRequest(name=name))
+                self._unary(
+                    shard, "PullDense", ps_pb2.PullDenseRequest(name=name), TRANSPORT_ATTEMPTS
+                )
             )
             if out is None:
                 return value
@@ -235,7 +237,10 @@ class PSClient:
         """`pull_dense` in the background (a gRPC future when small, else a stream thread)."""
         if nbytes <= self.chunk_bytes and out is None:
             return PendingDense(
-                self._start(shard, "PullDense", ps_pb2.PullDenseRequest(name=name)), decode=True
+                self._start(
+                    shard, "PullDense", ps_pb2.PullDenseRequest(name=name), TRANSPORT_ATTEMPTS
+                ),
+                decode=True,
             )
         return PendingDense(
             self._pool.submit(self.pull_dense, shard, name, nbytes, out).result, decode=False
@@ -247,14 +252,14 @@ class PSClient:
         grad = np.ascontiguousarray(grad)
         if grad.nbytes <= self.chunk_bytes:
             req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad), origin=origin)
-            return int(self._unary(shard, "PushDenseGrad", req, PUSH_ATTEMPTS).version)
+            return int(self._unary(shard, "PushDenseGrad", req, TRANSPORT_ATTEMPTS).version)
         return int(
             self._routes.call(
                 shard,
                 lambda server: self._routes.servers[server].push(
                     chunks.push_messages(name, origin, grad, self.chunk_bytes), **self._kw(shard)
                 ),
-                PUSH_ATTEMPTS,
+                TRANSPORT_ATTEMPTS,
             ).version
         )
 
@@ -292,7 +297,10 @@ class PSClient:
             (
                 pos,
                 self._start(
-                    s, "PullRows", ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos]))
+                    s,
+                    "PullRows",
+                    ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])),
+                    TRANSPORT_ATTEMPTS,
                 ),
             )
             for s, pos in self._row_groups(uniq, dim * out.dtype.itemsize)
@@ -322,7 +330,7 @@ class PSClient:
                 grads=encode_tensor(summed[pos]),
                 origin=origin,
             )
-            waits.append(self._start(s, "PushRowGrads", req, PUSH_ATTEMPTS))
+            waits.append(self._start(s, "PushRowGrads", req, TRANSPORT_ATTEMPTS))
         return PendingPush(waits)
 
     def push_rows(self, name: str, ids: np.ndarray, grads: np.ndarray) -> None:
