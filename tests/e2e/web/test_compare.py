@@ -4,7 +4,7 @@ and the spec fields where they differ."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Locator, expect
+from playwright.sync_api import Page, expect
 
 from ..browser import assert_accessible, save_screenshot
 from ..cluster import LiveCluster
@@ -48,12 +48,12 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         assert_accessible(page)
 
         # Each run keeps one colour on every chart, and on the next load.
-        colours = _run_colours(chart)
+        colours = _run_colours(page, "test_rmse")
         assert len(set(colours)) == 2, colours
-        assert _run_colours(page.locator('[data-metric="train_loss"]')) == colours
+        assert _run_colours(page, "train_loss") == colours
         page.reload()
         expect(chart.locator(".u-legend")).to_contain_text(labels[1], timeout=15_000)
-        assert _run_colours(chart) == colours  # the legend in the jobs' order, too
+        assert _run_colours(page, "test_rmse") == colours  # the legend in the jobs' order
 
         # Every chart on a log scale (RMSE is above zero), and smoothed.
         expect(chart).to_have_attribute("data-scale", "linear")
@@ -101,12 +101,19 @@ def test_two_jobs_are_compared(live_cluster: LiveCluster, as_person: SignedIn) -
         assert_accessible(page)
 
 
-def _run_colours(chart: Locator) -> list[str]:
-    """The line colour of each run in a chart's legend, in legend order."""
-    colours: list[str] = chart.locator(".u-legend .u-series").evaluate_all(
-        "rows => rows.slice(1).filter((r) => r.style.display !== 'none')"  # 0: the x axis
-        "  .map((r) => r.querySelector('.u-marker')).filter(Boolean)"
-        "  .map((m) => getComputedStyle(m).borderColor)"
-        "  .filter((c) => c && c !== 'rgba(0, 0, 0, 0)')"
-    )
+_COLOURS_JS = """metric => {
+  const rows = [...document.querySelectorAll(`[data-metric="${metric}"] .u-legend .u-series`)];
+  return rows.slice(1)  // 0: the x axis
+    .filter((r) => r.style.display !== 'none')
+    .map((r) => r.querySelector('.u-marker')).filter(Boolean)
+    .map((m) => getComputedStyle(m).borderColor)
+    .filter((c) => c && c !== 'rgba(0, 0, 0, 0)');
+}"""
+
+
+def _run_colours(page: Page, metric: str) -> list[str]:
+    """The line colour of each run in a metric's chart legend, in legend order (waiting
+    while a theme change redraws the chart)."""
+    page.wait_for_function(f"m => ({_COLOURS_JS})(m).length >= 2", arg=metric, timeout=15_000)
+    colours: list[str] = page.evaluate(f"m => ({_COLOURS_JS})(m)", metric)
     return colours
