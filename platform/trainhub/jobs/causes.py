@@ -22,9 +22,9 @@ from functools import cached_property
 
 from ps_runtime.taskenv import EXIT_ENVIRONMENT, EXIT_PS_LOST
 
+from .exits import killing_signal, signal_name
 from .tracebacks import PythonError, last_error
 
-_SIGNAL_BASE = 128  # the agent reports death by signal N as 128 + N
 _GRPC_TRANSIENT = re.compile(r"StatusCode\.(UNAVAILABLE|DEADLINE_EXCEEDED)")
 _NO_SPACE = re.compile(r"No space left on device|Errno 28\b")
 _MISSING_MODULE = re.compile(r"No module named '([^'.]+)")
@@ -65,20 +65,12 @@ class EndFacts:
 
     @cached_property
     def signal(self) -> int | None:
-        """The signal that killed the task, if one did (exit code 128 + N, or -N)."""
-        code = self.exit_code
-        if code is None:
-            return None
-        if code < 0:
-            return -code
-        return code - _SIGNAL_BASE if code > _SIGNAL_BASE else None
+        """The signal that killed the task, if one did (`exits.killing_signal`)."""
+        return killing_signal(self.exit_code)
 
     @property
     def signal_name(self) -> str:
-        try:
-            return signal.Signals(self.signal or 0).name
-        except ValueError:
-            return f"signal {self.signal}"
+        return signal_name(self.signal or 0)
 
     @property
     def memory_key(self) -> str:

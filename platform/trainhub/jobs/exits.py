@@ -8,11 +8,21 @@ import signal
 _SIGNAL_BASE = 128
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """`SIGKILL` for 9; `signal 77` for a number with no name."""
     try:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def killing_signal(exit_code: int | None) -> int | None:
+    """The signal that ended a task, if one did: exit code 128 + N, or a raw -N."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    return exit_code - _SIGNAL_BASE if exit_code > _SIGNAL_BASE else None
 
 
 def exit_status(exit_code: int | None) -> str:
@@ -25,8 +35,9 @@ def describe_exit(exit_code: int | None) -> str:
     (exit code 137)`, or `ended with no exit status` (lost: nobody saw it end)."""
     if exit_code is None:
         return "ended with no exit status"
-    if exit_code < 0:  # a raw wait status: killed by signal -N
-        return f"was killed by {_signal_name(-exit_code)}"
-    if exit_code > _SIGNAL_BASE:
-        return f"was killed by {_signal_name(exit_code - _SIGNAL_BASE)} (exit code {exit_code})"
-    return f"exited with code {exit_code}"
+    number = killing_signal(exit_code)
+    if number is None:
+        return f"exited with code {exit_code}"
+    if exit_code < 0:  # a raw wait status
+        return f"was killed by {signal_name(number)}"
+    return f"was killed by {signal_name(number)} (exit code {exit_code})"
