@@ -27,7 +27,8 @@ class ComparePage {
     this.charts.orderKeys(this.jobs.map((job) => job.key)); // a run's colour follows its row
     this.charts.anchorsOf = (key, x) => this.anchorsOf(key, x);
     this.clocks = null; // key -> {anchors, origin}, fetched when "time" is first chosen
-    this.pendingClock = new Map(); // key -> live {step, time} entries that came before it
+    this.pendingClock = null; // while they load: key -> live {step, time} entries meanwhile
+    this.chosenX = "step"; // the x axis last chosen (the clocks may still be loading)
     this.open = 0; // live feeds connected
     this.finalsDue = null;
   }
@@ -77,11 +78,15 @@ class ComparePage {
   }
 
   async setX(x) {
+    this.chosenX = x;
     if (x === "time" && this.clocks === null) {
+      if (this.pendingClock !== null) return; // the clocks are on their way: drawn then
       this.note("Loading when each run reached its steps…");
+      this.pendingClock = new Map();
       this.clocks = new Map(await Promise.all(this.jobs.map((job) => this.loadClock(job))));
       for (const [key, entries] of this.pendingClock) this.addClock(key, entries);
-      this.pendingClock.clear();
+      this.pendingClock = null;
+      if (this.chosenX !== x) return; // another axis was chosen meanwhile, and drawn
     }
     this.charts.setView({ x });
     this.showXNote();
@@ -90,9 +95,8 @@ class ComparePage {
   async loadClock(job) {
     try {
       const body = await getJSON(`${job.url}clock/`);
-      const anchors = clockAnchors(body.clock);
       const origin = body.clock.length ? Math.min(...body.clock.map((e) => Date.parse(e.time))) : null;
-      return [job.key, { anchors, origin, purged: Boolean(body.purged_at) }];
+      return [job.key, { anchors: clockAnchors(body.clock, origin), origin, purged: Boolean(body.purged_at) }];
     } catch (err) {
       console.warn(`clock of ${job.label}:`, err);
       return [job.key, { anchors: emptyAnchors(), origin: null, failed: true }];
@@ -119,7 +123,7 @@ class ComparePage {
           "(report it with the step, e.g. ps_runtime.report(step=step, epoch=epoch)).",
       );
     }
-    const why = missing.some((job) => this.clocks.get(job.key)?.purged)
+    const why = missing.some((job) => this.clocks?.get(job.key)?.purged)
       ? "its points' times were deleted by retention, or it reported no points"
       : "it reported no points yet";
     return this.note(`Not drawn over time: ${names} (${why}).`);
@@ -154,9 +158,12 @@ class ComparePage {
         this.charts.merge(name, points, { key: job.key, label: job.label });
       }
       const timed = msg.points.filter((p) => Number.isFinite(p.step) && typeof p.time === "string");
-      if (this.clocks === null) this.pendingClock.set(job.key, [...(this.pendingClock.get(job.key) ?? []), ...timed]);
-      else if (timed.length) this.addClock(job.key, timed);
-      if (this.charts.view.x !== "step") {
+      if (this.pendingClock) this.pendingClock.set(job.key, [...(this.pendingClock.get(job.key) ?? []), ...timed]);
+      else if (this.clocks && timed.length) this.addClock(job.key, timed);
+      // New anchors move this run's points on every chart, not only on the ones merged.
+      const x = this.charts.view.x;
+      const moved = x === "time" ? timed.length > 0 : x === "epoch" && msg.points.some((p) => p.name === EPOCH_METRIC);
+      if (moved) {
         this.charts.redrawAll();
         this.showXNote();
       }
