@@ -54,17 +54,24 @@ export function enableCopyButtons(root = document) {
 const REFUSALS = new Set([400, 409, 422]);
 
 /** Let htmx swap in refused posts (by default it drops 4xx answers), then move the focus
- * to the first field in error or the notice the swapped part marks with `data-focus`. */
+ * to the first field in error or the notice the swapped part marks with `data-focus`.
+ * htmx settles a moment after the swap: a person who already moved the focus in between
+ * (clicked or tabbed into a field) keeps it, so their typing never lands in another field. */
 export function swapRefusals() {
+  let focusAtSwap = null;
   document.body.addEventListener("htmx:beforeSwap", (event) => {
     if (REFUSALS.has(event.detail.xhr.status)) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
   });
+  document.body.addEventListener("htmx:afterSwap", () => {
+    focusAtSwap = document.activeElement;
+  });
   document.body.addEventListener("htmx:afterSettle", (event) => {
     const part = event.target;
     if (!(part instanceof Element) || !part.isConnected) return;
+    if (document.activeElement !== focusAtSwap) return;
     const target = part.querySelector('[aria-invalid="true"], [data-focus]');
     target?.focus();
   });

@@ -36,6 +36,8 @@ def test_a_member_creates_and_revokes_a_token(
         expect(page.locator("#id_name_error")).to_have_text(
             "Give the token a name that says what uses it, e.g. “laptop CLI”."
         )
+        # The focus moves to the field in error (a moment after the swap, when htmx settles).
+        expect(page.get_by_label("Name")).to_be_focused()
         page.get_by_label("Name").fill("laptop CLI")
         page.get_by_label("Expires in (days)").fill("30")
         page.get_by_role("button", name="Create token").click()
