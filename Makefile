@@ -69,7 +69,7 @@ test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 test: dev sandbox $(TORCH_STAMP)
 	cd frontend && npm test --silent
-	$(PY) -m pytest --ignore=tests/faults $(PYTEST_ARGS)
+	$(PY) -m pytest --ignore=tests/faults --durations=25 $(PYTEST_ARGS)
 
 ## Rewrite the README's screenshots (docs/screenshots/) from the browser tests; a plain
 ## test run writes none
@@ -82,7 +82,7 @@ screenshots: dev sandbox
 ## The fault suite: one fault per case on a services-mode cluster of its own (PostgreSQL
 ## and Redis instances it starts itself); prints each case's recovery time
 faults: dev sandbox
-	$(PY) -m pytest tests/faults $(PYTEST_ARGS)
+	$(PY) -m pytest tests/faults --durations=0 $(PYTEST_ARGS)
 
 ## Every gate fails the build: style, formatting, layering (import-linter) and types
 lint: $(DEV_STAMP) $(TORCH_STAMP)

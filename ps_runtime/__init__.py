@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ps_runtime.reporting import report
+from ps_runtime.reporting import phase, report
 
 if TYPE_CHECKING:
     from ps_runtime.coordinator.closures import per_worker
@@ -48,6 +48,7 @@ __all__ = [
     "create_table",
     "create_variable",
     "per_worker",
+    "phase",
     "report",
 ]
 

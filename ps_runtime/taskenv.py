@@ -37,6 +37,9 @@ EXIT_PS_LOST = 75
 EXIT_ENVIRONMENT = 78
 # Stopped by SIGTERM without saving a checkpoint.
 EXIT_TERMINATED = 128 + signal.SIGTERM
+# On this signal a task writes every thread's Python stack to its stderr (`faulthandler`);
+# the agent sends it when the job stalls and py-spy is not at hand (`agent/stacks.py`).
+STACKS_SIGNAL = signal.SIGUSR2
 
 DEFAULT_STARTUP_TIMEOUT_SECONDS = 120.0
 DOCS = "see docs/protocol.md §2 for the task environment"

@@ -13,6 +13,7 @@ describe("parseJobMessage", () => {
         started_at: "2026-01-01T11:00:00+00:00",
         finished_at: null,
         restarts: 2,
+        infra_restarts: 4,
         preemptions: 1,
         workers: 3,
       }),
@@ -25,13 +26,14 @@ describe("parseJobMessage", () => {
       startedAt: "2026-01-01T11:00:00+00:00",
       finishedAt: null,
       restarts: 2,
+      infraRestarts: 4,
       preemptions: 1,
       workers: 3,
     });
   });
 
   test("fields a message lacks or gets wrong are left out, so the page keeps its own", () => {
-    const msg = parseJobMessage(state({ started_at: "soon", restarts: -1, preemptions: "2", workers: 1.5 }));
+    const msg = parseJobMessage(state({ started_at: "soon", restarts: -1, infra_restarts: null, preemptions: "2", workers: 1.5 }));
     assert.deepEqual(msg, { type: "state", state: "running", message: "", pendingReason: "" });
   });
 

@@ -22,6 +22,18 @@ def _install_beat_schedule(sender: Celery, **_: object) -> None:
         sender.signature("trainhub.scheduling.tasks.run_scheduling_cycle"),
         name="scheduling cycle",
     )
+    # Notification deliveries that are due: retries, and any a lost message or worker left.
+    sender.add_periodic_task(
+        settings.NOTIFY_SWEEP_SECONDS,
+        sender.signature("trainhub.notifications.tasks.sweep_deliveries"),
+        name="notification deliveries",
+    )
+    # Stall detection: running jobs without progress for longer than their limit.
+    sender.add_periodic_task(
+        10.0,  # trainhub.telemetry.stallcheck.INTERVAL_SECONDS (not imported before setup)
+        sender.signature("trainhub.telemetry.tasks.check_stalls"),
+        name="stall check",
+    )
     if settings.TELEMETRY_RETENTION_DAYS > 0:
         sender.add_periodic_task(
             settings.TELEMETRY_RETENTION_INTERVAL_SECONDS,

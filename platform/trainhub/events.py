@@ -42,6 +42,33 @@ class JobStateChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class JobStalled:
+    """No task of the running job reported progress for longer than its stall limit
+    (`jobs.stalls`); `reason` says for how long and what the platform does next."""
+
+    job_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StacksWanted:
+    """The job stalled: the agents of `node_ids` should take the Python stacks of its
+    tasks there (`capture_stacks`, docs/protocol.md §1)."""
+
+    job_id: int
+    node_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RestartsWaiting:
+    """Restarted tasks of the job wait out their backoff (`jobs.services.restarts`): in
+    `delay_s` seconds their agents should be told to start them."""
+
+    job_id: int
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class JobPendingReasonChanged:
     """Why a pending job is still waiting changed (the scheduler's cycle says so); the job's
     state did not change, so this is no reason to run another cycle."""
@@ -124,6 +151,9 @@ Event = (
     JobSubmitted
     | JobStateChanged
     | JobPendingReasonChanged
+    | JobStalled
+    | StacksWanted
+    | RestartsWaiting
     | JobEventRecorded
     | JobScaled
     | TaskStateChanged

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 # Pure Python (no Django): the policy names are checked here, before anything starts.
 from trainhub.envsettings import env_count, env_flag, env_rate
+from trainhub.notifications.conf import *  # noqa: F403 -- EMAIL_*, WEBHOOK_*, NOTIFY_*
 from trainhub.scheduling.policy import POLICIES
 
 BASE_DIR = Path(__file__).resolve().parent
@@ -85,6 +86,7 @@ INSTALLED_APPS = [
     "trainhub.jobs",
     "trainhub.telemetry",
     "trainhub.scheduling",
+    "trainhub.notifications",
     "trainhub.agents",
     "trainhub.api",
     "trainhub.web",
@@ -210,11 +212,12 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # Who hears the domain events lower layers publish (trainhub/events.py), after commit:
-# the browser feed, the agent gateway and the scheduler's cycle trigger.
+# the browser feed, the scheduler's cycle trigger, the agent gateway, notifications.
 EVENT_HANDLERS = [
     "trainhub.telemetry.live.on_event",
     "trainhub.scheduling.triggers.on_event",
     "trainhub.agents.notify.on_event",
+    "trainhub.notifications.handlers.on_event",
 ]
 
 # What a team's jobs use and hold, for the team admin (tenancy sits below jobs, so it reads
@@ -390,5 +393,6 @@ LOGGING = {
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
         "django.request": {"filters": ["one_line_4xx"]},
+        "httpx": {"level": "WARNING"},  # its INFO lines hold URLs (webhook tokens)
     },
 }

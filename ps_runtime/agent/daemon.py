@@ -3,7 +3,8 @@
 - The connection loop keeps `/ws/agent/` open (jittered backoff 0.5 s doubling to 10 s),
   sends a heartbeat on connect and every 5 s, flushes the outbox every 0.5 s through the
   `Uplink` (numbered messages, acknowledged; a lost connection's unacknowledged ones go
-  again) and turns `tasks_changed` notices into reconcile requests.
+  again), turns `tasks_changed` notices into reconcile requests and `capture_stacks`
+  into a dump of a stalled job's stacks (`stacks`).
 - The reconcile loop fetches `GET /api/v1/agent/tasks/` on connect, on every notice and
   every 10 s, and starts/stops processes to match; supervisor threads feed task
   statuses, logs and metrics into the outbox (bounded; readers wait when it is full).
@@ -29,13 +30,14 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from ps_runtime.agent import protocol, renewal, rest
+from ps_runtime.agent import protocol, renewal, rest, stacks
 from ps_runtime.agent.codecache import CodeCache, CodeError
 from ps_runtime.agent.environments import EnvironmentCache
 from ps_runtime.agent.facts import UsageSampler
 from ps_runtime.agent.isolation import Isolation
 from ps_runtime.agent.outbox import Outbox
 from ps_runtime.agent.protocol import (
+    CaptureStacks,
     DesiredTasks,
     Heartbeat,
     LiveTask,
@@ -282,6 +284,8 @@ class Agent:
                 continue
             if isinstance(message, TasksChanged):
                 self._reconcile_now.set()
+            elif isinstance(message, CaptureStacks):  # a job stalled: in a thread of its own
+                stacks.capture_in_background(self.supervisor, self.outbox, message)
             else:
                 await self.uplink.received(message)
 

@@ -28,6 +28,7 @@ from ps_runtime.agent.messages import (
     batch_items,
     parse_from_agent,
 )
+from ps_runtime.agent.stallmessages import Progress, Stacks
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +122,13 @@ def _plain_point(item: Any) -> MetricPoint | None:
 
 
 def is_control(message: UpwardMessage) -> bool:
-    """Heartbeats and task statuses are answered at once; metrics and logs may queue."""
+    """Heartbeats and task statuses are answered at once; the rest (metrics, logs, progress,
+    stacks) may queue."""
     return isinstance(message, Heartbeat | TaskStatus)
 
 
 def is_data(message: UpwardMessage) -> bool:
-    return isinstance(message, Metrics | Logs)
+    return isinstance(message, Metrics | Logs | Progress | Stacks)
 
 
 class AckWindow:

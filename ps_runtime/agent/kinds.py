@@ -6,12 +6,15 @@ from enum import StrEnum
 
 
 class MessageKind(StrEnum):
-    """The `type` of a message: the first four go up (agent → server), the rest down."""
+    """The `type` of a message: the first six go up (agent → server), the rest down."""
 
     HEARTBEAT = "heartbeat"
     TASK_STATUS = "task_status"
     METRICS = "metrics"
     LOGS = "logs"
+    PROGRESS = "progress"
+    STACKS = "stacks"
     TASKS_CHANGED = "tasks_changed"
     ERROR = "error"
     ACK = "ack"
+    CAPTURE_STACKS = "capture_stacks"

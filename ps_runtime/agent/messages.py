@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from ps_runtime.agent.downward import Ack, ErrorMessage, TasksChanged
 from ps_runtime.agent.fields import (
@@ -29,6 +29,8 @@ from ps_runtime.agent.fields import (
 )
 from ps_runtime.agent.gpus import GpuUsage
 from ps_runtime.agent.kinds import MessageKind
+from ps_runtime.agent.stallmessages import CaptureStacks, Progress, Stacks
+from ps_runtime.agent.taskkey import TaskKey, task_key, task_wire
 from ps_runtime.version import check_version
 
 
@@ -73,13 +75,6 @@ class LogStream(StrEnum):
     STDERR = "stderr"
 
 
-class TaskKey(NamedTuple):
-    """A task attempt: a new attempt of the same id means "restart"."""
-
-    id: int
-    attempt: int
-
-
 MAX_PORT = 65535
 # A heartbeat's usage: a few named numbers ("cpu_percent", "memory_used_mb").
 MAX_USAGE_FIELDS = 32
@@ -106,14 +101,6 @@ def as_version(value: object, path: str) -> str:
         return check_version(text)
     except ValueError as exc:
         raise ProtocolError(f"{path} {exc}") from None
-
-
-def _task_key(fields: JsonObject) -> TaskKey:
-    return TaskKey(fields.integer("id"), fields.integer("attempt", minimum=0))
-
-
-def _task_wire(kind: MessageKind, task: TaskKey) -> dict[str, Any]:
-    return {"type": kind.value, "id": task.id, "attempt": task.attempt}
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +189,7 @@ class Heartbeat:
         live = []
         for i, item in enumerate(fields.items("tasks")):
             entry = JsonObject(item, join(fields.at("tasks"), i))
-            live.append(LiveTask(_task_key(entry), entry.integer("pid", minimum=1)))
+            live.append(LiveTask(task_key(entry), entry.integer("pid", minimum=1)))
         gpus = []
         for i, item in enumerate(fields.items("gpus")):
             entry = JsonObject(item, join(fields.at("gpus"), i))
@@ -248,7 +235,7 @@ class TaskStatus:
 
     def to_wire(self) -> dict[str, Any]:
         wire = {
-            **_task_wire(self.KIND, self.task),
+            **task_wire(self.KIND, self.task),
             "state": self.state.value,
             "exit_code": self.exit_code,
             "message": self.message,
@@ -260,7 +247,7 @@ class TaskStatus:
     @classmethod
     def from_fields(cls, fields: JsonObject) -> TaskStatus:
         return cls(
-            task=_task_key(fields),
+            task=task_key(fields),
             state=fields.choice("state", ReportedState),
             exit_code=fields.optional_integer("exit_code"),
             message=fields.optional_text("message") or "",
@@ -306,14 +293,14 @@ class Metrics:
     points: tuple[MetricPoint, ...]
 
     def to_wire(self) -> dict[str, Any]:
-        return {**_task_wire(self.KIND, self.task), "points": [p.to_wire() for p in self.points]}
+        return {**task_wire(self.KIND, self.task), "points": [p.to_wire() for p in self.points]}
 
     @classmethod
     def from_fields(cls, fields: JsonObject) -> Metrics:
         where = fields.at("points")
         points = batch_items(fields, "points")
         return cls(
-            task=_task_key(fields),
+            task=task_key(fields),
             points=tuple(
                 MetricPoint.from_fields(JsonObject(p, join(where, i))) for i, p in enumerate(points)
             ),
@@ -331,7 +318,7 @@ class Logs:
 
     def to_wire(self) -> dict[str, Any]:
         return {
-            **_task_wire(self.KIND, self.task),
+            **task_wire(self.KIND, self.task),
             "stream": self.stream.value,
             "lines": list(self.lines),
         }
@@ -341,7 +328,7 @@ class Logs:
         where = fields.at("lines")
         lines = batch_items(fields, "lines")
         return cls(
-            task=_task_key(fields),
+            task=task_key(fields),
             stream=fields.choice("stream", LogStream),
             lines=tuple(as_log_line(line, join(where, i)) for i, line in enumerate(lines)),
         )
@@ -358,8 +345,8 @@ def batch_items(fields: JsonObject, name: str) -> list[Any]:
     return items
 
 
-UpwardMessage = Heartbeat | TaskStatus | Metrics | Logs
-DownwardMessage = TasksChanged | ErrorMessage | Ack
+UpwardMessage = Heartbeat | TaskStatus | Metrics | Logs | Progress | Stacks
+DownwardMessage = TasksChanged | ErrorMessage | Ack | CaptureStacks
 AgentMessage = UpwardMessage | DownwardMessage
 
 _PARSERS: dict[MessageKind, Callable[[JsonObject], AgentMessage]] = {
@@ -367,9 +354,12 @@ _PARSERS: dict[MessageKind, Callable[[JsonObject], AgentMessage]] = {
     MessageKind.TASK_STATUS: TaskStatus.from_fields,
     MessageKind.METRICS: Metrics.from_fields,
     MessageKind.LOGS: Logs.from_fields,
+    MessageKind.PROGRESS: Progress.from_fields,
+    MessageKind.STACKS: Stacks.from_fields,
     MessageKind.TASKS_CHANGED: TasksChanged.from_fields,
     MessageKind.ERROR: ErrorMessage.from_fields,
     MessageKind.ACK: Ack.from_fields,
+    MessageKind.CAPTURE_STACKS: CaptureStacks.from_fields,
 }
 
 
@@ -386,7 +376,7 @@ def parse_agent_message(obj: object) -> AgentMessage:
 def parse_from_agent(obj: object) -> UpwardMessage:
     """A message the server received; a server-only kind is refused."""
     message = parse_agent_message(obj)
-    if isinstance(message, TasksChanged | ErrorMessage | Ack):
+    if isinstance(message, DownwardMessage):
         raise ProtocolError(f"type {message.KIND.value!r} is sent by the server, not by an agent")
     return message
 
@@ -394,6 +384,6 @@ def parse_from_agent(obj: object) -> UpwardMessage:
 def parse_from_server(obj: object) -> DownwardMessage:
     """A message the agent received; an agent-only kind is refused."""
     message = parse_agent_message(obj)
-    if not isinstance(message, TasksChanged | ErrorMessage | Ack):
+    if not isinstance(message, DownwardMessage):
         raise ProtocolError(f"type {message.KIND.value!r} is sent by an agent, not by the server")
     return message

@@ -7,7 +7,8 @@ order they happened. While the socket is down the buffer fills up to half its by
 budget; then `has_room()` turns false and the readers wait (the task's output stays in
 its files, delivered once the socket is back). The full budget is a last line of
 defence: over it, the oldest log batches are dropped first, then the oldest metric
-batches; task statuses are never dropped (there are at most a few per task attempt).
+batches; task statuses, stacks and stall-detection progress are never dropped (there
+are at most a few per task attempt and minute).
 
 `take` numbers the messages it hands out and keeps them in flight until the server
 acknowledges them (`acknowledge`); after a reconnection `resend_unacknowledged` puts
@@ -30,6 +31,8 @@ from ps_runtime.agent.protocol import (
     MessageKind,
     MetricPoint,
     Metrics,
+    Progress,
+    ProgressItem,
     TaskKey,
     TaskStatus,
     UpwardMessage,
@@ -39,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 LOGS = MessageKind.LOGS
 METRICS = MessageKind.METRICS
+PROGRESS = MessageKind.PROGRESS
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_BATCH_ITEMS = 1000
@@ -48,15 +52,17 @@ _ITEM_OVERHEAD = 8
 
 @dataclass
 class _Batch:
-    kind: MessageKind  # LOGS or METRICS
+    kind: MessageKind  # LOGS, METRICS or PROGRESS
     key: TaskKey
-    stream: LogStream | None  # the stream of a logs batch, None for metrics
-    items: list[Any] = field(default_factory=list)  # log lines or MetricPoints
+    stream: LogStream | None  # the stream of a logs batch, None for the others
+    items: list[Any] = field(default_factory=list)  # log lines, MetricPoints, ProgressItems
     size: int = 0
 
-    def to_message(self) -> Logs | Metrics:
+    def to_message(self) -> Logs | Metrics | Progress:
         if self.stream is not None:
             return Logs(self.key, self.stream, tuple(self.items))
+        if self.kind == PROGRESS:
+            return Progress(self.key, tuple(self.items))
         return Metrics(self.key, tuple(self.items))
 
 
@@ -95,6 +101,16 @@ class Outbox:
 
     def add_metric(self, key: TaskKey, point: MetricPoint, size: int) -> None:
         self._add(METRICS, key, None, point, size)
+
+    def add_progress(self, key: TaskKey, item: ProgressItem) -> None:
+        """A stall-detection item (a few per task and minute; never dropped for room)."""
+        self._add(PROGRESS, key, None, item, 0)
+
+    def add_message(self, message: UpwardMessage, size: int) -> None:
+        """Queue a message as it is (a task's stacks), after everything already buffered."""
+        with self._lock:
+            self._entries.append(_Ready(message, size))
+            self._bytes += size
 
     def add_status(self, status: TaskStatus) -> None:
         """Queue a task_status after everything already buffered for that task."""
@@ -236,4 +252,6 @@ def _message_size(message: UpwardMessage) -> int:
         return sum(len(line) + _ITEM_OVERHEAD for line in message.lines)
     if isinstance(message, Metrics):
         return len(message.points) * (64 + _ITEM_OVERHEAD)
+    if isinstance(message, Progress):
+        return len(message.items) * _ITEM_OVERHEAD
     return 0

@@ -2,9 +2,9 @@
 
 Paths, the WebSocket close code, the desired-tasks document (`DesiredTasks`, built by
 `trainhub.jobs.selectors` and parsed by the agent) and, re-exported from `messages`,
-`downward` and `kinds`, the socket's message types. Everything here is plain data with
-strict parsers (see `fields`); this module imports neither Django nor anything of the
-control plane.
+`downward`, `stallmessages`, `taskkey` and `kinds`, the socket's message types. Everything
+here is plain data with strict parsers (see `fields`); this module imports neither Django
+nor anything of the control plane.
 """
 
 from __future__ import annotations
@@ -31,13 +31,21 @@ from ps_runtime.agent.messages import (
     MetricPoint,
     Metrics,
     ReportedState,
-    TaskKey,
     TaskStatus,
     UpwardMessage,
     parse_agent_message,
     parse_from_agent,
     parse_from_server,
 )
+from ps_runtime.agent.stallmessages import (
+    CaptureStacks,
+    PhaseState,
+    Progress,
+    ProgressItem,
+    StackMethod,
+    Stacks,
+)
+from ps_runtime.agent.taskkey import TaskKey
 from ps_runtime.taskenv import Role
 
 __all__ = [
@@ -51,6 +59,7 @@ __all__ = [
     "WEBSOCKET_PATH",
     "Ack",
     "AgentMessage",
+    "CaptureStacks",
     "DesiredTask",
     "DesiredTasks",
     "DownwardMessage",
@@ -65,9 +74,14 @@ __all__ = [
     "MessageKind",
     "MetricPoint",
     "Metrics",
+    "PhaseState",
+    "Progress",
+    "ProgressItem",
     "ProtocolError",
     "RenewedCredential",
     "ReportedState",
+    "StackMethod",
+    "Stacks",
     "TaskKey",
     "TaskStatus",
     "TaskTLS",

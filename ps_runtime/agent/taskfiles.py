@@ -32,6 +32,7 @@ from ps_runtime.agent.protocol import (
     TaskStatus,
     TaskTLS,
 )
+from ps_runtime.agent.stallmessages import read_progress_line
 
 logger = logging.getLogger(__name__)
 
@@ -310,6 +311,10 @@ def _deliver(tp: TaskProcess, stream: str, raw: bytes, outbox: Outbox) -> None:
 def _read_metric(tp: TaskProcess, raw: bytes, outbox: Outbox) -> None:
     line = decode(raw)
     if not line.strip():
+        return
+    progress = read_progress_line(line)  # a closures count or a phase, for stall detection
+    if progress is not None:
+        outbox.add_progress(tp.key, progress)
         return
     point, dropped = parse_metric_line(line)
     # Bad metrics never crash the task or the agent; they surface as a log.

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from ps_runtime import taskenv
 from ps_runtime.coordinator import stop_request
 from ps_runtime.coordinator.stop_request import StopRequested
+from ps_runtime.reporting import phase
 from ps_runtime.server import checkpoint
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,8 @@ class CheckpointManager:
             log.info("no checkpoint under %s; starting from step 0", self.directory)
             return 0
         step = int(checkpoint.read_manifest(newest)["step"])
-        self.strategy.restore_checkpoint(os.path.basename(newest))
+        with phase("checkpoint"):  # no training steps meanwhile: not a stall
+            self.strategy.restore_checkpoint(os.path.basename(newest))
         log.warning("resumed from checkpoint %s at step %d", newest, step)
         print(f"resumed from checkpoint {os.path.basename(newest)} at step {step}", flush=True)
         return step
@@ -128,7 +130,8 @@ class CheckpointManager:
 
     def _save(self, step: int) -> str:
         name = f"step-{step:012d}"
-        self.strategy.save_checkpoint(name, step=step, keep=self.keep)
+        with phase("checkpoint"):  # no training steps meanwhile: not a stall
+            self.strategy.save_checkpoint(name, step=step, keep=self.keep)
         self._last_save = time.monotonic()
         log.info("saved checkpoint %s", name)
         return name

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ps_runtime import reporting
 from ps_runtime.coordinator import closures
 from ps_runtime.proto import ps_pb2
 from ps_runtime.wire.codec import encode_value
@@ -184,6 +185,8 @@ class ClosureQueue:
             self.completed += 1
             cancelled = self._record_error(error, cancel_queued)
         self._settle(closure, value, error, cancelled)
+        if error is None:
+            reporting.closure_completed()  # progress, for the platform's stall detection
 
     def expire_bound(self, now: float) -> None:
         """Fail bound closures whose worker did not take them before their deadline."""

@@ -45,9 +45,12 @@ def evaluate_inline(
 
     Raises what the closures raise (after `join`), e.g. ClosureError or UnavailableError.
     """
-    values = [coordinator.schedule(fn, (*args, shard, num_shards)) for shard in range(num_shards)]
-    coordinator.join()
-    return combine([v.fetch() for v in values])
+    with ps_runtime.phase("evaluation"):  # not a stall, however long it takes
+        values = [
+            coordinator.schedule(fn, (*args, shard, num_shards)) for shard in range(num_shards)
+        ]
+        coordinator.join()
+        return combine([v.fetch() for v in values])
 
 
 class EvaluationLoop:
@@ -84,7 +87,10 @@ class EvaluationLoop:
         if not fresh:
             return []
         results = []
-        with LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=self.directory) as cluster:
+        with (
+            ps_runtime.phase("evaluation"),
+            LocalCluster(num_ps=1, num_workers=1, checkpoint_dir=self.directory) as cluster,
+        ):
             strategy = ParameterServerStrategy(cluster.resolver)
             try:
                 with strategy.scope():

@@ -3,6 +3,7 @@ coordinator); `python -m ps_runtime.task` is the command that runs it."""
 
 from __future__ import annotations
 
+import faulthandler
 import io
 import json
 import logging
@@ -128,6 +129,8 @@ def main(env: Mapping[str, str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # A stalled job's agent asks for every thread's stack (docs/protocol.md §2).
+    faulthandler.register(taskenv.STACKS_SIGNAL, file=sys.stderr, all_threads=True)
     try:
         task_env = TaskEnvironment.from_env(env)
         if task_env.code_dir:

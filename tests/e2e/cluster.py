@@ -238,9 +238,13 @@ def _dump_logs(log_dir: Path) -> None:
         )
 
 
-def job_processes(job_id: int) -> list[int]:
-    """PIDs of live processes started for this job (found by their environment)."""
-    needle = f"TRAINHUB_JOB_ID={job_id}".encode()
+def job_processes(job_id: int, checkpoint_root: Path | None = None) -> list[int]:
+    """PIDs of live processes started for this job (found by their environment); with
+    `checkpoint_root`, only the installation's whose checkpoints live there (job ids
+    repeat across installations that run on one machine at the same time)."""
+    needles = {f"TRAINHUB_JOB_ID={job_id}".encode()}
+    if checkpoint_root is not None:
+        needles.add(f"TRAINHUB_CHECKPOINT_DIR={checkpoint_root / f'job-{job_id}'}".encode())
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -250,19 +254,22 @@ def job_processes(job_id: int) -> list[int]:
             status = (entry / "status").read_text()
         except OSError:
             continue
-        if needle in environ.split(b"\0") and "State:\tZ" not in status:
+        if needles <= set(environ.split(b"\0")) and "State:\tZ" not in status:
             pids.append(int(entry.name))
     return pids
 
 
-def task_pid(job_id: int, role: str, index: int = 0) -> int | None:
-    """PID of the live process running this task of the job, if any."""
+def task_pid(
+    job_id: int, role: str, index: int = 0, checkpoint_root: Path | None = None
+) -> int | None:
+    """PID of the live process running this task of the job, if any (`checkpoint_root`:
+    as for `job_processes`)."""
     want = {
         f"TRAINHUB_JOB_ID={job_id}".encode(),
         f"TRAINHUB_ROLE={role}".encode(),
         f"TRAINHUB_TASK_INDEX={index}".encode(),
     }
-    for pid in job_processes(job_id):
+    for pid in job_processes(job_id, checkpoint_root):
         try:
             environ = set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
         except OSError:

@@ -69,6 +69,8 @@ def spec(**overrides: Any) -> dict[str, Any]:
         "parameter_servers": {"replicas": 1, "resources": {"cpu": 0.5, "memory_mb": 512}},
         "workers": {"min": 1, "max": 2, "resources": {"cpu": 0.5, "memory_mb": 512, "gpu": 0}},
         "coordinator": {"resources": {"cpu": 0.5, "memory_mb": 512}},
+        # Restarts in tests start at once (the default waits 10 s, doubling).
+        "retry": {"backoff_seconds": 0},
     }
     base.update(overrides)
     return base

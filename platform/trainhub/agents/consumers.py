@@ -2,10 +2,10 @@
 
 Two lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied as they
 arrive and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
-together every 0.25 s); metrics and logs go to a queue that a task of the socket drains
-in batches (one lookup and one insert per task and kind), so a heartbeat never waits
-behind a flood of points. Database work runs on pooled connections in worker threads
-(one thread for SQLite, which has one writer anyway). Every numbered message is
+together every 0.25 s); metrics, logs, progress and stacks go to a queue that a task of
+the socket drains in batches (one lookup and one insert per task and kind), so a
+heartbeat never waits behind a flood of points. Database work runs on pooled connections
+in worker threads (one thread for SQLite, which has one writer anyway). Every numbered message is
 acknowledged once handled (`AckWindow`); what is refused, message or item, gets an error
 frame naming its field, and the rest goes on.
 
@@ -34,10 +34,13 @@ from ps_runtime.agent.delivery import AckWindow, Received, Refusal, receive
 from ps_runtime.agent.protocol import (
     CLOSE_UNAUTHORIZED,
     Ack,
+    CaptureStacks,
     ErrorMessage,
     Heartbeat,
     Logs,
     Metrics,
+    Progress,
+    Stacks,
     TasksChanged,
     TaskStatus,
 )
@@ -48,7 +51,7 @@ from trainhub.opmetrics import AGENTS_CONNECTED, REFUSED, WEBSOCKET_CLIENTS
 from . import heartbeats
 from .authentication import credential_from_header
 from .notify import node_group
-from .services import apply_control, apply_heartbeats, ingest_batch
+from .services import DataMessage, apply_control, apply_heartbeats, ingest_batch
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +115,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.valid_until = login.valid_until
         self.credential, self.checked_at = credential, time.monotonic()
         self.window = AckWindow()
-        self.data: asyncio.Queue[tuple[int | None, Metrics | Logs]] = asyncio.Queue(
-            DATA_QUEUE_LIMIT
-        )
+        self.data: asyncio.Queue[tuple[int | None, DataMessage]] = asyncio.Queue(DATA_QUEUE_LIMIT)
         self.ingester = asyncio.create_task(self._ingest_loop())
         self.heartbeats = heartbeats.writer(_db(apply_heartbeats))
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
@@ -160,7 +161,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
             await self._handled([received.seq], selective=True)
         else:
-            assert isinstance(message, Metrics | Logs)
+            assert isinstance(message, Metrics | Logs | Progress | Stacks)
             await self.data.put((received.seq, message))
 
     async def _credential_valid(self) -> bool:
@@ -227,6 +228,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     async def tasks_changed(self, event: dict[str, Any]) -> None:
         """The channel-layer notice `notify.TASKS_CHANGED`, passed on to the agent."""
         await self.send_json(TasksChanged().to_wire())
+
+    async def stacks_wanted(self, event: dict[str, Any]) -> None:
+        """The channel-layer notice `notify.STACKS_WANTED`: a job stalled; its stacks."""
+        await self.send_json(CaptureStacks(int(event["job_id"])).to_wire())
 
     async def credential_revoked(self, event: dict[str, Any]) -> None:
         """The channel-layer notice `notify.CREDENTIAL_REVOKED_NOTICE`: refuse the agent."""

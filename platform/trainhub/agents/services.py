@@ -17,7 +17,10 @@ from ps_runtime.agent.protocol import (
     Heartbeat,
     Logs,
     Metrics,
+    Progress,
+    ProgressItem,
     ProtocolError,
+    Stacks,
     TaskKey,
     TaskStatus,
     parse_from_agent,
@@ -30,12 +33,18 @@ from trainhub.jobs.services import (
     record_task_status,
     settle_unstarted_tasks,
 )
+from trainhub.jobs.services.stalls import record_stacks
 from trainhub.nodes.capacity import CapacityReport, cap_to_reports
 from trainhub.nodes.heartbeats import HeartbeatRecord, record_heartbeat, record_heartbeats
+from trainhub.telemetry.progress import record_progress
 from trainhub.telemetry.selectors import stderr_tail
 from trainhub.telemetry.services import PointRow, checked_rows, ingest_logs, ingest_rows
 
+# The data lane's messages: stored in batches (`ingest_batch`).
+DataMessage = Metrics | Logs | Progress | Stacks
+
 __all__ = [
+    "DataMessage",
     "ProtocolError",
     "apply_control",
     "apply_heartbeats",
@@ -68,11 +77,11 @@ def apply_control(*, node_id: int, message: Heartbeat | TaskStatus, now: datetim
 
 
 def ingest_batch(
-    *, node_id: int, messages: list[Metrics | Logs], now: datetime
+    *, node_id: int, messages: list[DataMessage], now: datetime
 ) -> list[tuple[int, Refusal]]:
-    """Store several metrics and logs messages of one node together: one lookup of their
-    tasks, one insert per task and kind. Returns the refused ones, by index: a message
-    about a task attempt that does not run on this node."""
+    """Store several metrics, logs, progress and stacks messages of one node together: one
+    lookup of their tasks, one insert (or update) per task and kind. Returns the refused
+    ones, by index: a message about a task attempt that does not run on this node."""
     keys = {m.task for m in messages}
     tasks = {
         TaskKey(t.pk, t.attempt): t
@@ -82,6 +91,8 @@ def ingest_batch(
     refused: list[tuple[int, Refusal]] = []
     points: dict[TaskKey, list[PointRow]] = defaultdict(list)
     lines: dict[tuple[TaskKey, str], list[str]] = defaultdict(list)
+    progress: dict[TaskKey, list[ProgressItem]] = defaultdict(list)
+    stacks: list[Stacks] = []
     for i, message in enumerate(messages):
         if message.task not in tasks:
             why = f"no attempt {message.task.attempt} of task {message.task.id} runs on this node"
@@ -90,13 +101,21 @@ def ingest_batch(
             points[message.task].extend(
                 checked_rows(((p.step, p.time, p.values) for p in message.points), now)
             )
+        elif isinstance(message, Progress):
+            progress[message.task].extend(message.items)
+        elif isinstance(message, Stacks):
+            stacks.append(message)
         else:
             lines[(message.task, message.stream.value)].extend(message.lines)
     for key, reported in points.items():
         if reported:
-            ingest_rows(task=tasks[key], rows=reported)
+            ingest_rows(task=tasks[key], rows=reported, now=now)
     for (key, stream), output in lines.items():
         ingest_logs(task=tasks[key], stream=stream, lines=output, now=now)
+    for key, items in progress.items():
+        record_progress(task=tasks[key], items=items, now=now)
+    for message in stacks:
+        record_stacks(tasks[message.task], method=message.method.value, text=message.text, now=now)
     return refused
 
 

@@ -7,6 +7,7 @@ from .views.accounts import ApiTokenViewSet
 from .views.codearchives import CodeArchiveDownloadView, CodeArchiveUploadView
 from .views.jobs import JobViewSet
 from .views.nodes import EnrollmentTokenViewSet, NodeViewSet
+from .views.notifications import NotificationChoicesView, WebhookViewSet
 from .views.teams import TeamViewSet, UserViewSet
 from .views.whatif import WhatIfView
 
@@ -17,6 +18,7 @@ router.register("nodes", NodeViewSet, basename="node")
 router.register("enrollment-tokens", EnrollmentTokenViewSet, basename="enrollment-token")
 router.register("users", UserViewSet, basename="user")
 router.register("tokens", ApiTokenViewSet, basename="token")
+router.register("webhooks", WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     path("v1/auth/token/", ObtainTokenView.as_view(), name="auth-token"),
@@ -24,6 +26,11 @@ urlpatterns = [
     path("v1/code/", CodeArchiveUploadView.as_view(), name="code-upload"),
     path("v1/code/<str:digest>/", CodeArchiveDownloadView.as_view(), name="code-download"),
     path("v1/whatif/", WhatIfView.as_view(), name="whatif"),
+    path(
+        "v1/users/me/notifications/",
+        NotificationChoicesView.as_view(),
+        name="notification-choices",
+    ),
     path("v1/", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -159,6 +159,8 @@ def describe(args: argparse.Namespace) -> None:
     print(f"Job {job['id']}: {job['name']}")
     print(f"  team:       {job['team']}   priority: {job['priority']}")
     print(f"  state:      {job['state']}")
+    if job.get("stalled_at") and job["state"] == "running":
+        print(f"  stalled:    since {job['stalled_at']} (no progress; see the stall event)")
     if job["state"] == "pending":
         print(f"  pending:    {job['pending_reason'] or 'waiting for the scheduler'}")
     if job["message"]:
@@ -167,6 +169,11 @@ def describe(args: argparse.Namespace) -> None:
         print(f"  cause:      {job['end_cause']}")
         if job.get("end_hint"):
             print(f"  hint:       {job['end_hint']}")
+    if job.get("restarts") or job.get("infra_restarts"):
+        print(
+            f"  restarts:   {job['restarts']} of {spec.max_restarts} after the job's own errors, "
+            f"{job.get('infra_restarts', 0)} of {spec.retry.max} after {', '.join(spec.retry.on)}"
+        )
     print(f"  submitted:  {job['created_at']} by {job['submitted_by']}")
     print(f"  entrypoint: {spec.entrypoint}")
     print(

@@ -58,6 +58,9 @@ class EndFacts:
     preempted: bool = False
     oom_killed: bool = False
     node: str = ""
+    # The job made no progress for longer than its stall limit (`jobs.stalls`); `message`
+    # then says how long and what the limit was.
+    stalled: bool = False
 
     @cached_property
     def error(self) -> PythonError | None:
@@ -94,10 +97,15 @@ class Cause:
 
 @dataclass(frozen=True, slots=True)
 class EndCause:
-    """A classified end: the cause's id and its hint ("" when there is nothing to do)."""
+    """A classified end: the cause's id and its hint ("" when there is nothing to do).
+
+    `signature` tells one failure from another of the same cause: for a Python error, its
+    type and the last frame of user code (`ValueError at train.py:12`), so that the same
+    error twice in a row is recognised (`jobs.retries`); "" otherwise."""
 
     cause: str
     hint: str
+    signature: str = ""
 
 
 def _grpc_status(f: EndFacts) -> str:
@@ -153,6 +161,16 @@ CAUSES: tuple[Cause, ...] = (
         lambda f: (
             "the scheduler stopped it to make room for another job; the job waits "
             "in the queue and resumes from its last checkpoint"
+        ),
+    ),
+    Cause(
+        "stalled",
+        lambda f: f.stalled,
+        lambda f: (
+            f"{f.message or 'no task reported progress for longer than its stall limit'}: "
+            "the tasks' Python stacks are in the job's events and logs (look for a deadlock "
+            "or a call that never returns); if it was only slow, raise stall.k or "
+            "stall.floor_seconds"
         ),
     ),
     Cause("stopped", lambda f: f.asked_to_stop or f.state == "stopped", lambda f: ""),
@@ -218,9 +236,16 @@ def with_cause(text: str, end: EndCause) -> str:
     return f"{text} — {end.cause}: {end.hint}" if end.hint else f"{text} — {end.cause}"
 
 
+def _signature(cause: str, f: EndFacts) -> str:
+    if cause != "user_exception" or f.error is None:
+        return ""
+    frame = f.error.user_frame or (f.error.frames[-1] if f.error.frames else None)
+    return f"{f.error.type} at {frame.where}" if frame else f.error.type
+
+
 def classify(facts: EndFacts, table: Sequence[Cause] = CAUSES) -> EndCause:
     """The first cause of `table` that applies to `facts`, with its hint."""
     for cause in table:
         if cause.applies(facts):
-            return EndCause(cause.id, cause.hint(facts)[:MAX_HINT])
+            return EndCause(cause.id, cause.hint(facts)[:MAX_HINT], _signature(cause.id, facts))
     return UNKNOWN

@@ -18,6 +18,8 @@ from typing import Any
 
 from trainhub.tenancy.resources import Resources
 
+from .stalls import StallSpec
+
 # Priority classes and their CFS weights (DESIGN.md §3); jobs.choices.Priority names them.
 PRIORITY_WEIGHTS: dict[str, int] = {
     "experiment": 10,
@@ -26,6 +28,44 @@ PRIORITY_WEIGHTS: dict[str, int] = {
     "production": 10000,
 }
 DEFAULT_PRIORITY = "normal"
+
+
+# The causes (`jobs.causes`) a spec may name: those after which a restart can help.
+# environment_failed fails the same way on any node, and stopped/succeeded are no failure.
+RETRY_CAUSES = (
+    "node_lost",
+    "preempted",
+    "transient_network",
+    "ps_lost",
+    "killed",
+    "out_of_memory",
+    "disk_full",
+    "stalled",
+    "user_exception",
+    "exit_code",
+    "unknown",
+)
+# Causes that are not the job's doing, and stalls (whose restarts `stall.on_stall` asks
+# for, bounded by `retry.max` rather than by the job's own errors' budget).
+DEFAULT_RETRY_ON = ("node_lost", "preempted", "transient_network", "ps_lost", "stalled")
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySpec:
+    on: tuple[str, ...] = DEFAULT_RETRY_ON
+    max: int = 10
+    backoff_seconds: float = 10.0
+    max_backoff_seconds: float = 300.0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> RetrySpec:
+        data = data or {}
+        return cls(
+            on=tuple(data.get("on", DEFAULT_RETRY_ON)),
+            max=int(data.get("max", 10)),
+            backoff_seconds=float(data.get("backoff_seconds", 10.0)),
+            max_backoff_seconds=float(data.get("max_backoff_seconds", 300.0)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +150,10 @@ class JobSpec:
     code: str | None = None
     # The job's own Python environment; None: the runtime's packages only.
     environment: EnvironmentSpec | None = None
+    # Which causes restart the job outside max_restarts, how often, how soon.
+    retry: RetrySpec = field(default_factory=RetrySpec)
+    # When the running job counts as stalled, and what then happens (`jobs.stalls`).
+    stall: StallSpec = field(default_factory=StallSpec)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
@@ -146,6 +190,8 @@ class JobSpec:
             environment=(
                 EnvironmentSpec.from_dict(data["environment"]) if data.get("environment") else None
             ),
+            retry=RetrySpec.from_dict(data.get("retry")),
+            stall=StallSpec.from_dict(data.get("stall")),
         )
 
     def request(self, workers: int | None = None) -> Resources:
@@ -171,6 +217,7 @@ class JobSpec:
         when set."""
         data = asdict(self)
         data["args"] = dict(self.args)
+        data["retry"]["on"] = list(self.retry.on)
         for role in ("parameter_servers", "coordinator"):
             del data[role]["resources"]["gpu"]
             del data[role]["resources"]["gpu_model"]

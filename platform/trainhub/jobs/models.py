@@ -56,9 +56,15 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Workers the job should run, set by scaling (None: the spec's minimum).
     target_workers = models.PositiveIntegerField(null=True, blank=True)
-    # Task restarts so far (worker relaunches and whole-job restarts after a PS loss);
-    # bounded by the spec's max_restarts.
+    # Restarts so far (worker relaunches, whole-job restarts, requeues), in two budgets
+    # (`jobs.retries`): those after causes of the job's own (its code, its memory) are
+    # bounded by the spec's max_restarts; those after causes in the spec's `retry.on` (a
+    # lost node, the network) by `retry.max`.
     restarts = models.PositiveIntegerField(default=0)
+    infra_restarts = models.PositiveIntegerField(default=0, db_default=0)
+    # The signature of the last failure that restarted the job (`EndCause.signature`): the
+    # same Python error twice in a row fails it rather than spending another restart.
+    last_error = models.CharField(max_length=500, blank=True, default="", db_default="")
     # Scheduler bookkeeping (DESIGN.md §3): resources held x time / priority weight.
     vruntime = models.FloatField(default=0)
     # When the job's worker count last changed (start, growth, shrink): the freeze window.
@@ -68,6 +74,9 @@ class Job(models.Model):
     # Set while the job is preempted: when its coordinator was asked to checkpoint and stop.
     preempted_at = models.DateTimeField(null=True, blank=True)
     preemptions = models.PositiveIntegerField(default=0)
+    # When the running job was found stalled (`jobs.stalls`: no progress for longer than its
+    # limit); None while it progresses, and again once it resumes or is restarted.
+    stalled_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -121,6 +130,8 @@ class Task(models.Model):
     end_hint = models.TextField(
         blank=True, db_default="", help_text="What to do about `end_cause`, in one line."
     )
+    # A restart's backoff (`jobs.retries`): the attempt is not started before this time.
+    not_before = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -137,7 +148,13 @@ class Task(models.Model):
                 fields=["node", "job"],
                 condition=Q(state__in=sorted(TASK_ACTIVE)),
                 name="jobs_task_active",
-            )
+            ),
+            # Restarts waiting out their backoff (`restarts.release_due_restarts`).
+            models.Index(
+                fields=["not_before"],
+                condition=Q(not_before__isnull=False),
+                name="jobs_task_waiting",
+            ),
         ]
 
     def __str__(self) -> str:

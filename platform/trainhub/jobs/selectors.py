@@ -40,7 +40,10 @@ def desired_tasks(node: Node) -> DesiredTasks:
             desired=DesiredState.RUN,
             state__in=TASK_ACTIVE,
             job__state__in=JOB_SERVING,
-        ).select_related("job", "node")
+        )
+        # A restart waiting out its backoff (`services.restarts`) is not started yet.
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=timezone.now()))
+        .select_related("job", "node")
     )
     job_ids = {t.job_id for t in mine}
     clusters = _clusters(job_ids)

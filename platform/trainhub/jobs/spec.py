@@ -23,6 +23,8 @@ from .choices import Priority
 from .codearchives import usable_by
 from .jobspec import JobSpec
 from .specenv import EnvironmentSerializer, add_archive_requirements
+from .specretry import RetrySerializer
+from .specstall import StallSerializer
 from .usage import job_request
 
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
@@ -153,6 +155,8 @@ class JobSpecSerializer(StrictSerializer):
     max_restarts = serializers.IntegerField(min_value=0, max_value=100, default=3)
     code = serializers.CharField(max_length=71, required=False, allow_null=True, default=None)
     environment = EnvironmentSerializer(required=False, allow_null=True, default=None)
+    retry = RetrySerializer(required=False)
+    stall = StallSerializer(required=False)
 
     def validate_code(self, value: str | None) -> str | None:
         if not value:

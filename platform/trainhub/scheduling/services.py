@@ -12,7 +12,12 @@ from django.db import connection, transaction
 
 from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from trainhub.jobs.models import Job
-from trainhub.jobs.services import advance_preemption, release_lost_nodes, rescale_workers
+from trainhub.jobs.services import (
+    advance_preemption,
+    release_due_restarts,
+    release_lost_nodes,
+    rescale_workers,
+)
 from trainhub.nodes.models import Node
 from trainhub.opmetrics import CYCLE_SECONDS
 
@@ -118,6 +123,7 @@ def run_cycle(
                 lost_node_ids=lost, now=now, lost_after_s=settings.NODE_LOST_AFTER_SECONDS
             )
         _advance_preemptions(now)
+        release_due_restarts(now)  # in case the release queued for them was lost
         if not observe:
             _shrink_to_targets(now)
         view = read_cluster(now)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from trainhub.jobs.services import release_due_restarts
+
 from .services import run_cycle
 
 
@@ -16,3 +18,9 @@ def run_scheduling_cycle() -> dict[str, int | bool]:
     cycle_started()  # requests from now on queue the next cycle (at most one waits)
     result = run_cycle(now=timezone.now())
     return {"ran": result.ran, "started": result.started, "pending": result.pending}
+
+
+@shared_task(name="trainhub.scheduling.tasks.release_restarts", acks_late=True)
+def release_restarts() -> int:
+    """Let the agents start restarts whose backoff is over (every cycle does it too)."""
+    return release_due_restarts(timezone.now())

@@ -25,12 +25,13 @@ from trainhub.events import (
     JobSubmitted,
     NodeChanged,
     QuotaChanged,
+    RestartsWaiting,
     TaskStateChanged,
 )
 from trainhub.jobs.choices import JobState
 from trainhub.opmetrics import CYCLE_REQUESTS
 
-from .tasks import run_scheduling_cycle
+from .tasks import release_restarts, run_scheduling_cycle
 
 _ALWAYS = (JobSubmitted, JobScaled, NodeChanged, QuotaChanged)
 CLAIM_TTL_SECONDS = 30.0
@@ -56,6 +57,9 @@ def on_event(event: Event) -> None:
     """
     if wants_cycle(event):
         _queue_cycle()
+    elif isinstance(event, RestartsWaiting) and settings.CELERY_BROKER_URL.startswith("redis"):
+        # A little after the backoff: the release finds the attempts due.
+        release_restarts.apply_async(countdown=event.delay_s + 0.5)
 
 
 def request_cycle() -> None:

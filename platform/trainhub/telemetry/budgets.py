@@ -25,14 +25,15 @@ def locked_usage(job_id: int) -> JobTelemetry:
     return usage
 
 
-def charge_points(usage: JobTelemetry, count: int) -> int:
+def charge_points(usage: JobTelemetry, count: int, also: Sequence[str] = ()) -> int:
     """How many of `count` new points fit the budget (the first ones are kept); counts
-    them as stored and the rest as dropped, and saves the row."""
+    them as stored and the rest as dropped, and saves the row (and the fields named in
+    `also`, changed by the caller: one UPDATE)."""
     room = max(settings.TELEMETRY_METRIC_POINTS_PER_JOB - usage.points, 0)
     kept = min(count, room)
     usage.points += kept
     usage.points_dropped += count - kept
-    usage.save(update_fields=["points", "points_dropped"])
+    usage.save(update_fields=["points", "points_dropped", *also])
     return kept
 
 

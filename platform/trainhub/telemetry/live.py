@@ -42,6 +42,7 @@ _JOB_FIELDS = (
     "started_at",
     "finished_at",
     "restarts",
+    "infra_restarts",
     "preemptions",
     "target_workers",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Value
 
 from trainhub.jobs.models import Job, Task
 
@@ -123,6 +124,12 @@ class JobTelemetry(models.Model):
     log_bytes_dropped = models.BigIntegerField(default=0)
     purged_at = models.DateTimeField(
         null=True, blank=True, help_text="When retention deleted the raw points and log lines."
+    )
+    # The job's progress, the input of stall detection (`progress.py`): its last progress,
+    # recent intervals between progresses, phase time. A database default too: some tests
+    # and tools insert rows with SQL.
+    progress = models.JSONField(
+        default=dict, blank=True, db_default=Value({}, output_field=models.JSONField())
     )
 
     class Meta:

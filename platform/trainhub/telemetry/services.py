@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
 from trainhub.jobs.models import Task
@@ -21,6 +22,7 @@ from trainhub.opmetrics import INGESTED, OVER_BUDGET
 
 from .budgets import charge_log, charge_points, locked_usage
 from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
+from .progress import note_steps
 from .rollups import rollup
 from .text import clean_text, storable
 
@@ -100,15 +102,21 @@ def ingest_metrics(
     rather than failing the whole batch. Values beyond the job's budget of points are
     counted, not stored (nor published).
     """
-    return ingest_rows(task=task, rows=_rows(points, now))
+    return ingest_rows(task=task, rows=_rows(points, now), now=now)
 
 
-def ingest_rows(*, task: Task, rows: list[PointRow]) -> list[dict[str, Any]]:
-    """`ingest_metrics` for rows that are storable as they are (`checked_rows`)."""
+def ingest_rows(
+    *, task: Task, rows: list[PointRow], now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """`ingest_metrics` for rows that are storable as they are (`checked_rows`). A step
+    beyond the task's highest is the job's progress as of `now` (`progress.py`: stall
+    detection), whether or not the budget leaves room to store the points."""
     if not rows:
         return []
     with transaction.atomic():
-        kept = charge_points(locked_usage(task.job_id), len(rows))
+        usage = locked_usage(task.job_id)
+        moved = note_steps(usage, task, (step for _, step, _, _ in rows), now or timezone.now())
+        kept = charge_points(usage, len(rows), also=("progress",) if moved else ())
         OVER_BUDGET.labels("metric_points").inc(len(rows) - kept)
         del rows[kept:]
         if rows:

@@ -12,6 +12,7 @@ from .views import (
     job_detail,
     job_list,
     nodes,
+    notifications,
     submit,
     team_admin,
     teams,
@@ -56,6 +57,16 @@ urlpatterns = [
         name="web-team-member-remove",
     ),
     path("teams/<slug:slug>/quota/", teams.team_quota, name="web-team-quota"),
+    path(
+        "teams/<slug:slug>/webhooks/",
+        notifications.team_webhook_create,
+        name="web-team-webhook-create",
+    ),
+    path(
+        "teams/<slug:slug>/webhooks/<int:webhook_id>/delete/",
+        notifications.team_webhook_delete,
+        name="web-team-webhook-delete",
+    ),
     path("users/", users.user_list, name="web-user-list"),
     path("users/<str:username>/", users.user_detail, name="web-user-detail"),
     path("users/<str:username>/active/", users.user_active, name="web-user-active"),
@@ -63,4 +74,15 @@ urlpatterns = [
     path("account/", account.account, name="web-account"),
     path("account/tokens/", account.token_create, name="web-account-token-create"),
     path("account/tokens/<str:key>/revoke/", account.token_revoke, name="web-account-token-revoke"),
+    path(
+        "account/notifications/",
+        notifications.notification_choices,
+        name="web-account-notifications",
+    ),
+    path("account/webhooks/", notifications.own_webhook_create, name="web-account-webhook-create"),
+    path(
+        "account/webhooks/<int:webhook_id>/delete/",
+        notifications.own_webhook_delete,
+        name="web-account-webhook-delete",
+    ),
 ]

@@ -40,6 +40,8 @@ from ps_runtime.agent.protocol import (
 )
 from ps_runtime.taskenv import Role
 
+from .test_stallmessages import MESSAGES as STALL_MESSAGES
+
 KEY = TaskKey(31, 2)
 WHEN = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -185,6 +187,7 @@ MESSAGES: list[AgentMessage] = [
     ErrorMessage("points[3].step must be an integer >= 0, got -1", 12, "points[3].step"),
     Ack(7),
     Ack(7, (9, 12)),
+    *STALL_MESSAGES,  # stall detection's (test_stallmessages.py has the rest)
 ]
 
 

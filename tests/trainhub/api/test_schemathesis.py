@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 from django.core.cache import cache
 from trainhub.nodes.services import create_enrollment_token
+from trainhub.notifications.services import create_webhook
 from trainhub.tenancy.choices import Role
 from trainhub.tenancy.tokens import issue_token
 
@@ -33,6 +34,7 @@ def test_the_api_keeps_its_schema_under_fuzzing(web_server: str, tmp_path: Path)
     job = make_job(root)
     enrollment = create_enrollment_token(created_by=root)
     spare = issue_token(user=root, expires_at=None)  # the one DELETE tokens/{id} may revoke
+    hook = create_webhook(url="https://hooks.example.com/x", user=root).webhook
     token = httpx.post(
         f"{web_server}/api/v1/auth/token/", json={"username": "root", "password": "pw-root"}
     ).json()["token"]
@@ -43,6 +45,7 @@ def test_the_api_keeps_its_schema_under_fuzzing(web_server: str, tmp_path: Path)
         "users": {"username": "root"},
         "enrollment-tokens": {"id": enrollment.id},
         "tokens": {"id": spare.key},
+        "webhooks": {"id": hook.pk},
     }
     done = subprocess.run(
         [

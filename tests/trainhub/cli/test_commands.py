@@ -230,6 +230,11 @@ def test_describe_says_why_a_job_failed_and_what_to_do(user: dict[str, Any]) -> 
     assert "  cause:      user_exception" in lines
     assert f"  hint:       {hint}environment.requirements" in lines
     assert f"  coordinator-0 ended: user_exception — {hint}environment.requirements" in lines
+    # A first exception restarts the job (from max_restarts), a second one like it would not.
+    assert (
+        "  restarts:   1 of 3 after the job's own errors, 0 of 10 after node_lost, preempted, "
+        "transient_network, ps_lost, stalled"
+    ) in lines
     header = next(line for line in lines if line.startswith("ROLE"))
     assert header.split()[-1] == "CAUSE"
 

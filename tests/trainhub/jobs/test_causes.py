@@ -76,6 +76,7 @@ def test_a_missing_module_names_it_where_it_was_imported_and_what_to_add() -> No
         "user_exception",
         "ModuleNotFoundError: No module named 'foo' at train.py:12 — add foo to "
         "environment.requirements",
+        "ModuleNotFoundError at train.py:12",  # its signature (`jobs.retries`)
     )
 
 

@@ -36,7 +36,8 @@ def test_an_exit_status_in_parentheses() -> None:
 
 
 def _lost_then_killed(world: World) -> Job:
-    """A running job whose worker is lost with no exit status (restarted), then killed."""
+    """A running job whose worker is lost with no exit status (restarted outside
+    max_restarts), then killed twice (restarted once, then failed)."""
     job = make_job(world.alice, max_restarts=1)
     place_job(job=job, placements=gang_placements(job, world.node), now=timezone.now())
     for task in job.tasks.all():
@@ -45,6 +46,8 @@ def _lost_then_killed(world: World) -> Job:
     _report(worker.pk, 1, TaskState.FAILED, None, "lost while the agent was down")
     _report(worker.pk, 2, TaskState.RUNNING, None, "")
     _report(worker.pk, 2, TaskState.FAILED, 137, "killed by SIGKILL")
+    _report(worker.pk, 3, TaskState.RUNNING, None, "")
+    _report(worker.pk, 3, TaskState.FAILED, 137, "killed by SIGKILL")
     job.refresh_from_db()
     return job
 
@@ -68,10 +71,11 @@ def _report(task_id: int, attempt: int, state: TaskState, code: int | None, msg:
 def test_a_lost_task_and_a_killed_one_are_told_in_words(world: World) -> None:
     job = _lost_then_killed(world)
     assert job.state == JobState.FAILED
-    assert job.events.get(kind="restart").reason == (
+    assert job.events.filter(kind="restart").order_by("id")[0].reason == (
         "worker 0 ended with no exit status: lost while the agent was down; "
-        f"relaunching it (restart 1 of 1) — node_lost: node {world.node.hostname} stopped "
-        "answering (not the job's code); a failed job runs again with Clone"
+        "relaunching it (restart 1 of 10 for retry.on causes) — node_lost: node "
+        f"{world.node.hostname} stopped answering (not the job's code); a failed job runs "
+        "again with Clone"
     )
     # The agent's "killed by SIGKILL" is not said twice; one restart, not "1 restarts".
     assert job.message == (

@@ -199,8 +199,8 @@ def test_a_lost_ps_of_a_replicated_job_is_relaunched_alone_as_a_replacement(
     assert _rejoins(world, job) == {0: False, 1: False}
 
 
-def test_a_coordinator_that_fails_otherwise_fails_the_job(world: World) -> None:
-    job = _placed(world, max_restarts=3)
+def test_a_coordinator_that_fails_with_no_restart_left_fails_the_job(world: World) -> None:
+    job = _placed(world, max_restarts=0)
     _run_all(job)
     _report(job.tasks.get(role=TaskRole.COORDINATOR), TaskState.FAILED, 1, message="bug")
     job.refresh_from_db()
@@ -222,7 +222,8 @@ def test_a_coordinator_that_fails_otherwise_fails_the_job(world: World) -> None:
 
 
 def test_lost_nodes_end_their_tasks_and_fail_running_jobs(world: World, published: Capture) -> None:
-    job = _placed(world)
+    # Without node_lost in retry.on and with no restart left (`test_retries`: requeued).
+    job = _placed(world, max_restarts=0, retry={"on": [], "backoff_seconds": 0})
     _run_all(job)
     with published() as events:
         ended = release_lost_nodes(

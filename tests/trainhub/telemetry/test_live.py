@@ -35,6 +35,7 @@ ROW = {
     "started_at": STARTED,
     "finished_at": FINISHED,
     "restarts": 2,
+    "infra_restarts": 4,
     "preemptions": 1,
     "target_workers": 3,
 }
@@ -46,6 +47,7 @@ FIELDS = {
     "started_at": "2026-01-01T11:00:00+00:00",
     "finished_at": "2026-01-01T11:30:00+00:00",
     "restarts": 2,
+    "infra_restarts": 4,
     "preemptions": 1,
     "workers": 3,
 }

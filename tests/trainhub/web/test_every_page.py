@@ -131,6 +131,7 @@ def kwargs(db: Any) -> dict[str, Any]:
         "username": "alice",
         "user_id": alice.pk,
         "key": "no-such-token",  # only POST views take one
+        "webhook_id": 1,  # only POST views take one (notifications)
     }
 
 

@@ -403,6 +403,13 @@ def test_a_restarted_job_shows_its_last_restarts_cause_above_its_tasks(world: Wo
         "was killed by SIGKILL from outside it; if it was near its 512 MiB of memory, raise "
         "workers.resources.memory_mb</p>"
     )
-    assert note in _page(client, job)
+    page = _page(client, job)
+    assert note in page
+    budgets = (
+        '<span id="job-restarts">1</span> of at most 2 after the job\'s own errors; '
+        '<span id="job-infra-restarts">0</span> of at most 10 after node_lost, preempted, '
+        "transient_network, ps_lost, stalled"
+    )
+    assert budgets in page
     fragment = client.get(f"/jobs/{job.pk}/tasks/", headers=HTMX).content.decode()
     assert note in fragment  # refreshed with the table when a task changes

@@ -12,7 +12,7 @@ const isCount = (value) => Number.isInteger(value) && value >= 0;
  * One message of the job feed as the job page reads it; null for anything malformed.
  *
  * `state` adds `startedAt`/`finishedAt` (an ISO time, or null: not yet), `restarts`,
- * `preemptions` and `workers` to lib/series.js's; each is left out when the message has
+ * `infraRestarts`, `preemptions` and `workers` to lib/series.js's; each is left out when the message has
  * none (an older server), so the page keeps what it shows. `task` keeps a preparing task's
  * `message`; `result` is `{rows: [[name, value], …]}`.
  */
@@ -46,8 +46,13 @@ function jobFields(raw) {
     if (raw[from] === null) fields[to] = null;
     else if (isTime(raw[from])) fields[to] = raw[from];
   }
-  for (const name of ["restarts", "preemptions", "workers"]) {
-    if (isCount(raw[name])) fields[name] = raw[name];
+  for (const [from, to] of [
+    ["restarts", "restarts"],
+    ["infra_restarts", "infraRestarts"],
+    ["preemptions", "preemptions"],
+    ["workers", "workers"],
+  ]) {
+    if (isCount(raw[from])) fields[to] = raw[from];
   }
   return fields;
 }

@@ -27,6 +27,7 @@ export class JobSummary {
       this.stateEl.className = stateClass(msg.state);
       this.stateEl.textContent = msg.state;
     }
+    if (msg.state !== "running") byId("job-stalled")?.remove(); // a stall ends with its run
     if (this.reasonEl) {
       const preparing = msg.state === "preparing" ? this.preparingNote : "";
       this.reasonEl.textContent = stateReason(msg) || preparing || "";
@@ -34,6 +35,7 @@ export class JobSummary {
     if (msg.startedAt !== undefined) this.showTime(byId("job-started"), msg.startedAt);
     if (msg.finishedAt !== undefined) this.showTime(byId("job-finished"), msg.finishedAt);
     this.showCount(byId("job-restarts"), msg.restarts);
+    this.showCount(byId("job-infra-restarts"), msg.infraRestarts);
     this.showCount(byId("workers-target"), msg.workers);
     const preempted = byId("job-preemptions");
     if (preempted && msg.preemptions !== undefined) preempted.textContent = preemptionsText(msg.preemptions);

@@ -5,6 +5,7 @@
 - `placement`: the scheduler's decisions (place, rescale, pending reasons);
 - `batch_placement`: a cycle's starts of never-placed jobs, in a few queries;
 - `reports`: what agents report about task processes, lost nodes;
+- `restarts`: restarts in place or elsewhere, their backoff (`jobs.retries` decides);
 - `preemption`: checkpoint, stop and requeue a running job.
 
 Each publishes domain events (`trainhub.events`) for what happened; upper layers decide
@@ -22,6 +23,7 @@ from .reports import (
     release_lost_nodes,
     settle_unstarted_tasks,
 )
+from .restarts import release_due_restarts, restart_from_checkpoint
 from .submission import cancel_job, check_submission, clone_job, scale_job, submit_job
 from .transitions import JobStateError, PriorityCapExceeded, ScaleError, transition_job
 
@@ -41,8 +43,10 @@ __all__ = [
     "place_jobs",
     "preempt_job",
     "record_task_status",
+    "release_due_restarts",
     "release_lost_nodes",
     "rescale_workers",
+    "restart_from_checkpoint",
     "scale_job",
     "set_pending_reasons",
     "settle_unstarted_tasks",

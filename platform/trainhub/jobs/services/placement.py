@@ -163,7 +163,9 @@ def new_task(job: Job, p: Placement, index: int) -> Task:
 
 def new_attempt(tasks: QuerySet[Task], *, rejoin: bool = False, **placement: Any) -> None:
     """Start the next attempt of these tasks (on the same node and port unless `placement`
-    moves them); `rejoin`: PS that copy their shards from a live replica."""
+    moves them); `rejoin`: PS that copy their shards from a live replica. `not_before`
+    holds the attempt back until then (a restart's backoff, `restarts`)."""
+    placement.setdefault("not_before", None)
     tasks.update(
         **placement,
         rejoin=rejoin,

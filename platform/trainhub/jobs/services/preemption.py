@@ -8,16 +8,21 @@ every task is gone requeues the job (pending, to resume from its checkpoint).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 
 from ps_runtime.taskenv import EXIT_STOPPED_AFTER_CHECKPOINT
 
+from ..causes import EndFacts, classify
 from ..choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from ..exits import exit_status
 from ..models import Job, Task
 from .transitions import notify_nodes, record_event, stop_tasks, transition_job
+
+# The hint the table of causes gives a preempted task.
+PREEMPTED_HINT = classify(EndFacts("stopped", None, preempted=True)).hint
 
 # A coordinator asked to stop (SIGTERM) exits 0 once it saved a checkpoint
 # (docs/protocol.md §2); anything else means the job resumes from its last periodic one.
@@ -32,6 +37,30 @@ def preempt_job(
     too and the job is requeued (`advance_preemption`). False if the job is not running.
     """
     at_risk, every = work_since_checkpoint(job, now)
+    spec = job.job_spec
+    counts: dict[str, Any] = {}
+    if "preempted" not in spec.retry.on:
+        # The spec counts a preemption against max_restarts: one too many fails the job.
+        if job.restarts >= spec.max_restarts:
+            failed = (
+                f"{reason}; the job fails: the spec's retry.on leaves out preempted and "
+                f"its {spec.max_restarts} max_restarts are spent"
+            )
+            return transition_job(
+                job,
+                JobState.FAILED,
+                reason=failed,
+                actor=actor,
+                now=now,
+                message=failed,
+                end_cause="preempted",
+                end_hint=PREEMPTED_HINT,
+            )
+        counts["restarts"] = F("restarts") + 1
+        reason = (
+            f"{reason} (restart {job.restarts + 1} of {spec.max_restarts}: the spec's "
+            "retry.on leaves out preempted)"
+        )
     if not transition_job(
         job,
         JobState.PREEMPTED,
@@ -41,6 +70,9 @@ def preempt_job(
         now=now,
         preempted_at=now,
         preemptions=F("preemptions") + 1,
+        end_cause="preempted",
+        end_hint=PREEMPTED_HINT,
+        **counts,
     ):
         return False
     coordinator = Task.objects.filter(

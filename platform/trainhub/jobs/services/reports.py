@@ -8,26 +8,20 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 
-from ps_runtime.taskenv import EXIT_ENVIRONMENT, EXIT_PS_LOST
+from ps_runtime.taskenv import EXIT_ENVIRONMENT
 from trainhub.nodes.choices import NodeState
 from trainhub.nodes.models import Node
 from trainhub.nodes.quarantine import StartOutcome, note_task_end, start_outcome
 
-from ..causes import NO_CAUSE, EndCause, EndFacts, classify, with_cause
+from ..causes import NO_CAUSE, UNKNOWN, EndCause, EndFacts, classify, with_cause
 from ..choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole, TaskState
 from ..exits import describe_exit
 from ..models import Job, Task
-from .placement import new_attempt
+from ..retries import decide
 from .preemption import advance_preemption, record_coordinator_stopped
-from .transitions import (
-    notify_nodes,
-    publish_task_state,
-    record_event,
-    stop_tasks,
-    transition_job,
-)
+from .restarts import requeue_elsewhere, restart_in_place, spent
+from .transitions import publish_task_state, record_event, transition_job
 
 # Tasks with no process yet: placed, or waiting for their environment.
 _UNSTARTED = (TaskState.ASSIGNED, TaskState.PREPARING)
@@ -217,26 +211,17 @@ def _ended(
     what = f"{task.role} {task.index} {describe_exit(exit_code)}"
     # The agent's own message often says the same ("exited with code 3"): once is enough.
     detail = f"{what}: {message}" if message and message not in what else what
-    max_restarts = job.job_spec.max_restarts
-    restartable = task.role != TaskRole.COORDINATOR or _lost_not_failed(exit_code)
-    if restartable and job.restarts < max_restarts:
-        if outcome == StartOutcome.FAILED_AT_START and _place_again(task):
-            _requeue_after_start_failure(job, task, detail, end, actor=actor, now=now)
-        else:
-            _restart_after_failure(job, task, exit_code, detail, end, actor=actor, now=now)
-        return
-    if restartable and max_restarts:
-        spent = f"{job.restarts} restart{'' if job.restarts == 1 else 's'}"
-        detail = f"{detail} (after {spent}, the spec's max_restarts)"
-    detail = with_cause(detail, end)
-    transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
-
-
-def _lost_not_failed(exit_code: int | None) -> bool:
-    """A coordinator that lost a parameter server (exit 75), was killed by a signal (128 +
-    N: the OOM killer, an operator's kill -9) or vanished with no status is restarted from
-    the last checkpoint; one that exited with an error of its own (user code) is not."""
-    return exit_code is None or exit_code == EXIT_PS_LOST or exit_code > 128
+    spec = job.job_spec
+    decision = decide(end if end.cause else UNKNOWN, spec.retry, spec.max_restarts, spent(job))
+    if not decision.restart:
+        detail = with_cause(f"{detail} ({decision.why})" if decision.why else detail, end)
+        transition_job(job, JobState.FAILED, reason=detail, actor=actor, now=now, message=detail)
+    elif outcome == StartOutcome.FAILED_AT_START and _place_again(task):
+        node = task.node.hostname if task.node else "its node"
+        detail = f"{detail}; it failed at start on {node}"
+        requeue_elsewhere(job, detail, end, decision, actor=actor, now=now)
+    else:
+        restart_in_place(job, task, exit_code, detail, end, decision, actor=actor, now=now)
 
 
 def _place_again(task: Task) -> bool:
@@ -249,80 +234,11 @@ def _place_again(task: Task) -> bool:
     return not Node.objects.filter(pk=task.node_id, state=NodeState.ACTIVE).exists()
 
 
-def _requeue_after_start_failure(
-    job: Job, task: Task, detail: str, end: EndCause, *, actor: str, now: datetime
-) -> None:
-    """Spend a restart on placing the job again: its tasks stop and it goes back to the
-    queue (as after a preemption: `advance_preemption` requeues it once they are gone),
-    and the scheduler places it on other nodes than those where its tasks just failed
-    (`scheduling.snapshot`), when any fits."""
-    Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
-    count = f"restart {job.restarts + 1} of {job.job_spec.max_restarts}"
-    node = task.node.hostname if task.node else "its node"
-    transition_job(
-        job,
-        JobState.PREEMPTED,
-        reason=with_cause(
-            f"{detail}; it failed at start on {node}: stopping the job's tasks to place "
-            f"it again, on other nodes first ({count})",
-            end,
-        ),
-        actor=actor,
-        now=now,
-        preempted_at=now,
-    )
-    stop_tasks(job)
-    advance_preemption(job, now=now)
-
-
-def _restart_after_failure(
-    job: Job,
-    task: Task,
-    exit_code: int | None,
-    detail: str,
-    end: EndCause,
-    *,
-    actor: str,
-    now: datetime,
-) -> None:
-    """A lost worker is relaunched alone (the coordinator re-runs its closures), and so is
-    a lost PS of a job with replicated shards (it copies them from a live replica); a
-    lost PS of an unreplicated job, or a replacement PS that found no replica to copy
-    from (exit 75), restarts every task, and the coordinator resumes from the job's last
-    checkpoint."""
-    Job.objects.filter(pk=job.pk).update(restarts=F("restarts") + 1)
-    count = f"restart {job.restarts + 1} of {job.job_spec.max_restarts}"
-    replaceable = (
-        task.role == TaskRole.PS
-        and job.job_spec.parameter_servers.replication > 0
-        and exit_code != EXIT_PS_LOST
-    )
-    if task.role == TaskRole.WORKER or replaceable:
-        new_attempt(Task.objects.filter(pk=task.pk), rejoin=replaceable)
-        how = (
-            "relaunching it"
-            if task.role == TaskRole.WORKER
-            else ("relaunching it; it copies its shards from a live replica while the job runs on")
-        )
-        reason = with_cause(f"{detail}; {how} ({count})", end)
-        record_event(job, kind="restart", reason=reason, actor=actor, now=now)
-        notify_nodes([task.node_id])
-        return
-    transition_job(
-        job,
-        JobState.RESTARTING,
-        reason=with_cause(f"{detail}; restarting the job from its last checkpoint ({count})", end),
-        actor=actor,
-        now=now,
-    )
-    tasks = Task.objects.filter(job=job, desired=DesiredState.RUN)  # not scaled-away workers
-    new_attempt(tasks)
-    notify_nodes(tasks.values_list("node_id", flat=True))
-
-
 @transaction.atomic
 def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: datetime) -> int:
-    """End the tasks of nodes not heard from in time; their running jobs fail with the reason.
+    """End the tasks of nodes not heard from in time; their jobs go back to the queue to
+    be placed on other nodes (a restart from the budget of `retry.on`), or fail when the
+    spec's retry policy says so.
 
     Returns how many tasks were ended.
     """
@@ -331,6 +247,8 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
         .filter(node_id__in=lost_node_ids, state__in=TASK_ACTIVE)
         .select_related("job", "node")
     )
+    # Every lost task ends first; then each job, once (it may have several there).
+    ended: dict[int, tuple[Job, str, EndCause]] = {}
     for task in tasks:
         stopping = task.desired == DesiredState.STOP
         hostname = task.node.hostname if task.node else "?"
@@ -343,17 +261,23 @@ def release_lost_nodes(*, lost_node_ids: list[int], lost_after_s: float, now: da
         )
         publish_task_state(task, state)
         if not stopping and task.job.state in JOB_PLACED:
-            reason = with_cause(reason, end)
-            transition_job(
-                task.job,
-                JobState.FAILED,
-                reason=reason,
-                actor="scheduler",
-                now=now,
-                message=reason,
-                end_cause=end.cause,
-                end_hint=end.hint,
-            )
+            ended.setdefault(task.job_id, (task.job, reason, end))
+    for job, reason, end in ended.values():
+        decision = decide(end, job.job_spec.retry, job.job_spec.max_restarts, spent(job))
+        if decision.restart:
+            requeue_elsewhere(job, reason, end, decision, actor="scheduler", now=now)
+            continue
+        reason = with_cause(f"{reason} ({decision.why})" if decision.why else reason, end)
+        transition_job(
+            job,
+            JobState.FAILED,
+            reason=reason,
+            actor="scheduler",
+            now=now,
+            message=reason,
+            end_cause=end.cause,
+            end_hint=end.hint,
+        )
     return len(tasks)
 
 

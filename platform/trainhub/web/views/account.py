@@ -1,6 +1,6 @@
 """The account page: personal API tokens (created with a name and an expiry, at most
-`TRAINHUB_TOKEN_MAX_DAYS` away; the secret shown once; revoked at once) and how to sign the
-CLI in to this server."""
+`TRAINHUB_TOKEN_MAX_DAYS` away; the secret shown once; revoked at once), how to sign the
+CLI in to this server, and notifications (`views/notifications.py`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -24,6 +24,7 @@ from trainhub.tenancy.tokens import (
 )
 
 from ..htmx import is_fragment_request, render_page
+from ..notification_context import account_notifications
 from ..team_forms import TokenForm
 
 TOKENS_PER_PAGE = 50
@@ -44,8 +45,15 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
         "server_url": request.build_absolute_uri("/").rstrip("/"),
         "now": timezone.now(),
     }
+    if not is_fragment_request(request):  # the page's other section (views/notifications.py)
+        context.update(account_notifications(_user(request)))
     context.update(extra)
     return context
+
+
+def account_page(request: HttpRequest, *, status: int, **extra: Any) -> HttpResponse:
+    """The whole page, with `extra` (a refused form, a new secret) in its context."""
+    return render(request, PAGE, _context(request, **extra), status=status)
 
 
 @login_required

@@ -43,6 +43,7 @@ from trainhub.tenancy.services import (
 )
 
 from ..htmx import is_fragment_request, render_page
+from ..notification_context import team_notifications
 from ..team_forms import (
     RESOURCE_LABELS,
     MemberForm,
@@ -213,6 +214,8 @@ def _detail_context(request: HttpRequest, team: Team, **extra: Any) -> dict[str,
         context["quota_form"] = QuotaForm(
             initial=QuotaForm.initial_for(_quota_of(team), list(caps.values()))
         )
+    if context["can_manage"] and not is_fragment_request(request):
+        context.update(team_notifications(team))  # team admins' webhooks (views/notifications.py)
     context.update(extra)
     return context
 
