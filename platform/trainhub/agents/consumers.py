@@ -1,7 +1,8 @@
 """The `/ws/agent/` endpoint: one long-lived socket per node agent.
 
 Two lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied as they
-arrive and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
+arrive (a failed one once the data messages before it are stored: its cause is read from
+the task's stderr) and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
 together every 0.25 s); metrics, logs, progress and stacks go to a queue that a task of
 the socket drains in batches (one lookup and one insert per task and kind), so a
 heartbeat never waits behind a flood of points. Database work runs on pooled connections
@@ -40,6 +41,7 @@ from ps_runtime.agent.protocol import (
     Logs,
     Metrics,
     Progress,
+    ReportedState,
     Stacks,
     TasksChanged,
     TaskStatus,
@@ -65,6 +67,9 @@ DATA_QUEUE_LIMIT = 512
 # its Python work; more of them at a time add no throughput (PostgreSQL and the CPU are
 # the limit) and make the event loop, which answers heartbeats, wait longer for its turn.
 INGEST_AT_ONCE = 2
+# How long a failed status waits for the data messages sent before it to be stored (its
+# cause is read from the task's stderr, `jobs.causes`); past that it is applied anyway.
+STDERR_WAIT_SECONDS = 10.0
 # A socket checks its credential again (revoked? expired?) at its first message this long
 # after the last check: a revocation whose notice was lost closes it within this time plus
 # one heartbeat (5 s), for one lookup per socket per interval instead of one per message.
@@ -116,6 +121,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.credential, self.checked_at = credential, time.monotonic()
         self.window = AckWindow()
         self.data: asyncio.Queue[tuple[int | None, DataMessage]] = asyncio.Queue(DATA_QUEUE_LIMIT)
+        # Data messages queued and stored so far: a failed status waits for those before it.
+        self.queued = self.stored = 0
+        self.stored_more = asyncio.Condition()
         self.ingester = asyncio.create_task(self._ingest_loop())
         self.heartbeats = heartbeats.writer(_db(apply_heartbeats))
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
@@ -158,11 +166,14 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             self.heartbeats.add(self.node_id, message, timezone.now())
             await self._handled([received.seq], selective=True)
         elif isinstance(message, TaskStatus):
+            if message.state == ReportedState.FAILED:
+                await self._data_stored(self.queued)
             await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
             await self._handled([received.seq], selective=True)
         else:
             assert isinstance(message, Metrics | Logs | Progress | Stacks)
             await self.data.put((received.seq, message))
+            self.queued += 1
 
     async def _credential_valid(self) -> bool:
         """Whether the socket's credential is still valid: its expiry checked at every
@@ -194,6 +205,19 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 REFUSED.labels(refusal.field or "all").inc()
                 await self.send_json(ErrorMessage(refusal.reason, seq, refusal.field).to_wire())
             await self._handled([seq for seq, _ in batch])
+            async with self.stored_more:
+                self.stored += len(batch)
+                self.stored_more.notify_all()
+
+    async def _data_stored(self, queued: int) -> None:
+        """Wait (a bounded time) until the first `queued` data messages are stored: the
+        output a task wrote before it failed, which its cause is read from. Only those:
+        what comes after the status is no reason to hold it."""
+        try:
+            async with asyncio.timeout(STDERR_WAIT_SECONDS), self.stored_more:
+                await self.stored_more.wait_for(lambda: self.stored >= queued)
+        except TimeoutError:
+            logger.warning("node %s: a failed status applied before its output", self.node_id)
 
     async def _refuse(self, received: Received, refusals: tuple[Refusal, ...]) -> None:
         if not refusals:

@@ -5,11 +5,16 @@ Bounded, so that a few hundred bytes cannot hold a worker: at most `MAX_SPEC_BYT
 anchors or aliases (nested aliases, the "billion laughs", expand a few lines into
 gigabytes once loaded), nested at most `MAX_DEPTH` deep. A spec needs none of them.
 
+Booleans are YAML 1.2's: `true` and `false` only. YAML 1.1 (PyYAML's default) also reads
+`on`, `off`, `yes`, `no` as booleans, which would turn `retry: {on: [node_lost]}` into a
+key `True`.
+
 This module imports no Django, so the CLI may use it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -59,6 +64,16 @@ class _SpecLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_SpecLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_SpecLoader.add_implicit_resolver(
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def _where(mark: yaml.Mark | None) -> str:

@@ -316,7 +316,7 @@ def spec_errors(detail: Any, prefix: str = "") -> list[tuple[str, str]]:
     if isinstance(detail, Mapping):
         pairs: list[tuple[str, str]] = []
         for key, value in detail.items():
-            name = prefix if key == "non_field_errors" else ".".join(p for p in (prefix, key) if p)
+            name = prefix if key == "non_field_errors" else f"{prefix}.{key}".lstrip(".")
             pairs += spec_errors(value, name)
         return pairs
     if isinstance(detail, list | tuple):

@@ -201,3 +201,36 @@ def test_a_node_seen_recently_is_not_lost_after_a_reconnect() -> None:
     assert node.usage["cpu_percent"] == 7
     assert node.last_seen is not None
     assert timezone.now() - node.last_seen < timedelta(seconds=30)
+
+
+def test_a_failed_status_is_classified_from_the_output_sent_before_it() -> None:
+    """Logs go to the data lane, statuses are applied at once: a failed status waits for
+    the output queued before it, whose traceback names its cause (`jobs.causes`)."""
+    credential, job, tasks = _placed()
+    coordinator = tasks["coordinator"]
+    key = {"id": coordinator["id"], "attempt": 1}
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/srv/task/code/train.py", line 12, in main',
+        "ValueError: bad learning rate",
+    ]
+
+    async def scenario() -> None:
+        agent = await _connect(credential)
+        await agent.send_json_to({"type": "task_status", **key, "state": "running", "seq": 1})
+        # A flood of points first, so that the lane is still busy when the status comes.
+        for seq in range(2, 12):
+            points = [_point(seq * 1000 + i) for i in range(1000)]
+            await agent.send_json_to({"type": "metrics", **key, "points": points, "seq": seq})
+        logs = {"type": "logs", **key, "stream": "stderr", "lines": traceback, "seq": 12}
+        await agent.send_json_to(logs)
+        failed = {"type": "task_status", **key, "state": "failed", "exit_code": 1, "seq": 13}
+        await agent.send_json_to(failed)
+        assert await _until_acked(agent, 13) == []
+        await agent.disconnect(timeout=10)
+
+    _run(scenario)
+    task = Task.objects.get(pk=coordinator["id"])
+    assert (task.end_cause, task.state) == ("user_exception", TaskState.FAILED)
+    job.refresh_from_db()
+    assert job.last_error == "ValueError at train.py:12"

@@ -151,3 +151,18 @@ def test_check_lists_a_form_error_by_its_field_alone(alice: User) -> None:
         "workers.max": "2",
     }
     assert _checked(alice, fields) == ["workers.max max (2) must be at least min (3)."]
+
+
+def test_retry_and_stall_errors_are_listed_on_their_lines(alice: User) -> None:
+    text = TEXT.replace("foo: 1\n", "retry: {on: [gremlins]}\nstall: {on_stall: panic}\n")
+    text = text.replace("min: 3", "min: 1")
+    page = _post(alice, {"tab": "yaml", "mode": "yaml", "spec": text})
+    assert [(line, path) for line, path, _ in sorted(_listed(page))] == [
+        ("4", "retry.on.0"),
+        ("5", "stall.on_stall"),
+    ]
+
+
+def test_a_key_yaml_reads_as_a_boolean_is_an_unknown_field_not_a_crash(alice: User) -> None:
+    page = _post(alice, {"tab": "yaml", "mode": "yaml", "spec": TEXT.replace("foo", "true")})
+    assert ("True", "Unknown field 'True'.") in [(p, m) for _, p, m in _listed(page)]
