@@ -179,7 +179,12 @@ def test_the_agent_takes_them_when_the_server_asks(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         cp = await FakeControlPlane().start()
-        agent = Agent(AgentState(cp.url, 7, cp.credential), tmp_path / "work", flush_interval=0.2)
+        agent = Agent(
+            AgentState(cp.url, 7, cp.credential),
+            tmp_path / "work",
+            flush_interval=0.2,
+            stop_tasks_on_exit=True,  # nothing outlives the test
+        )
         run = asyncio.create_task(agent.run())
         try:
             task = worker()
