@@ -104,6 +104,9 @@ class LiveCluster:
         )
 
     def submit(self, **spec: Any) -> dict[str, Any]:
+        # Restarts start at once unless a test asks otherwise: the default backoff (10 s,
+        # doubling) would add up to a minute to every test whose job fails or restarts.
+        spec.setdefault("retry", {"backoff_seconds": 0})
         response = self.api.post("/jobs/", json=spec)
         assert response.status_code == 201, response.text
         return dict(response.json())
