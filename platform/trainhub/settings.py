@@ -310,6 +310,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TeamRoleEnum": "trainhub.tenancy.choices.Role",
         "TaskRoleEnum": "trainhub.jobs.choices.TaskRole",
+        "NotifyEventEnum": "trainhub.notifications.choices.NotifyEvent",
         "PriorityEnum": "trainhub.tenancy.choices.Priority",
     },
     "COMPONENT_SPLIT_REQUEST": True,
