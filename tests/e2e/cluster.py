@@ -164,9 +164,17 @@ def services_cluster(
         assert done.returncode == 0, f"manage {args} failed:\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
-    manage("migrate", "--noinput")
-    manage("createsuperuser", "--noinput", "--username", ADMIN[0], "--email", "a@example.com")
-    manage("create_team", "recsys", "--cpu", "2", "--memory-mb", "16384", "--admin", ADMIN[0])
+    # One process for the three commands: each Django start costs seconds on a busy machine.
+    setup = [
+        ("migrate", "--noinput"),
+        ("createsuperuser", "--noinput", "--username", ADMIN[0], "--email", "a@example.com"),
+        ("create_team", "recsys", "--cpu", "2", "--memory-mb", "16384", "--admin", ADMIN[0]),
+    ]
+    manage(
+        "shell",
+        "-c",
+        f"from django.core.management import call_command\nfor c in {setup!r}: call_command(*c)",
+    )
     group = ProcessGroup(env=env, log_dir=tmp / "logs")
     try:
         group.start("web", web_command("127.0.0.1", port))
