@@ -9,7 +9,7 @@ TORCH_STAMP := $(VENV)/.torch-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
 
-.PHONY: demo test faults screenshots install dev frontend sandbox lint audit typecheck proto clean
+.PHONY: demo test faults screenshots install dev frontend sandbox lint docs docs-reference audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
@@ -90,6 +90,19 @@ lint: $(DEV_STAMP) $(TORCH_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+
+## The documentation site (mkdocs.yml, docs/) into site/ (git-ignored); --strict fails on
+## any warning: a broken link or anchor, a page missing from the nav. mkdocs-material comes
+## with `make dev` (the dev extra); installed here when missing.
+docs: export NO_MKDOCS_2_WARNING = 1
+docs: $(STAMP)
+	@$(PY) -c "import material" 2>/dev/null || $(PY) -m pip install --quiet "mkdocs-material>=9.5"
+	$(VENV)/bin/mkdocs build --strict
+
+## Rewrite docs/reference/jobspec.md from the job spec's serializers (tests fail until the
+## committed page matches them)
+docs-reference: $(STAMP)
+	$(PY) -m trainhub.jobs.specreference docs/reference/jobspec.md
 
 ## Known-vulnerable dependencies: every installed package checked against PyPI's advisories;
 ## --strict fails when a package cannot be checked (e.g. PyPI's JSON API is unreachable)

@@ -49,3 +49,26 @@ def test_the_real_env_file_is_never_committed() -> None:
         ["git", "check-ignore", "-q", str(DEPLOY / ".env")], cwd=DEPLOY, check=False
     )
     assert ignored.returncode == 0
+
+
+def test_services_start_in_order_once_what_they_need_answers() -> None:
+    services = _compose()["services"]
+    for name in ("postgres", "redis"):
+        assert services[name]["healthcheck"]["test"], f"{name} has no health check"
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    for name in ("web", "worker", "beat"):
+        depends = services[name]["depends_on"]
+        assert depends["migrate"] == {"condition": "service_completed_successfully"}, name
+        assert (
+            depends["postgres"]["condition"] == depends["redis"]["condition"] == ("service_healthy")
+        ), name
+
+
+def test_the_data_directory_outlives_the_containers() -> None:
+    compose = _compose()
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    data_dir = re.search(r"TRAINHUB_DATA_DIR=(\S+)", dockerfile)
+    assert data_dir, "the image sets TRAINHUB_DATA_DIR"
+    for name in ("web", "worker", "beat"):
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in compose["services"][name]["volumes"]}
+        assert mounts.get(data_dir.group(1)) in compose["volumes"], name

@@ -18,6 +18,11 @@ def env_flag(name: str, default: bool) -> bool:
     return value in ("1", "true", "yes")
 
 
+def env_list(name: str) -> list[str]:
+    """A comma-separated list; blanks around and between the items are dropped."""
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
 def env_count(name: str, default: int) -> int:
     value = os.environ.get(name, "").strip() or str(default)
     if not value.isdigit():

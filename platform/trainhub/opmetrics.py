@@ -8,8 +8,8 @@ is `trainhub.api.prometheus`'s business.
 Several processes (web workers, the Celery worker) write into one directory that they
 share, `PROMETHEUS_MULTIPROC_DIR`, prometheus-client's multiprocess mode; `/metrics` in
 any web process then sums them. The variable must be set before the process starts
-(`trainhub web --workers N` and `trainhub standalone` set one; see README "Operator
-metrics"). Without it each process reports only its own counts.
+(`trainhub web --workers N` and `trainhub standalone` set one; see
+docs/reference/metrics.md). Without it each process reports only its own counts.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure Python (no Django): the policy names are checked here, before anything starts.
-from trainhub.envsettings import env_count, env_flag, env_rate
+from trainhub.envsettings import env_count, env_flag, env_list, env_rate
 from trainhub.notifications.conf import *  # noqa: F403 -- EMAIL_*, WEBHOOK_*, NOTIFY_*
 from trainhub.scheduling.policy import POLICIES
 
@@ -22,6 +22,7 @@ DATA_DIR = Path(os.environ.get("TRAINHUB_DATA_DIR", REPO_DIR / "var")).resolve()
 
 _DEFAULT_SECRET = "insecure-standalone-secret-change-me"
 SECRET_KEY = os.environ.get("TRAINHUB_SECRET_KEY", _DEFAULT_SECRET)
+SECRET_KEY_FALLBACKS = env_list("TRAINHUB_SECRET_KEY_FALLBACKS")  # old keys, while rotating
 ENVIRONMENT = os.environ.get("TRAINHUB_ENV", "development")
 DEBUG = os.environ.get("TRAINHUB_DEBUG", "0") == "1"
 
@@ -30,7 +31,6 @@ if ENVIRONMENT == "production":
         raise ImproperlyConfigured("TRAINHUB_SECRET_KEY must be set in production.")
     if DEBUG:
         raise ImproperlyConfigured("TRAINHUB_DEBUG must be off in production.")
-
 
 # How many reverse proxies in front of TrainHub append to X-Forwarded-For: 0 (the default)
 # keys rate limits on the connection's own address; N on the Nth address from the right.

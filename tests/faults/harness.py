@@ -80,7 +80,8 @@ def movielens(name: str, team: str = "recsys", epochs: int = EPOCHS) -> dict[str
         "coordinator": {"resources": TASK},
         "max_restarts": 3,
         "checkpoint_every_seconds": 0,
-        "retry": {},  # the default policy, its 10 s backoff included (the README's figures)
+        # The default policy, its 10 s backoff included (docs/explanation/failure-recovery.md).
+        "retry": {},
     }
 
 

@@ -32,11 +32,28 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 class ResourcesSerializer(StrictSerializer):
-    cpu = serializers.FloatField(min_value=0.1, max_value=1024, default=1.0)
-    memory_mb = serializers.IntegerField(min_value=64, max_value=16 * 1024 * 1024, default=1024)
-    gpu = serializers.IntegerField(min_value=0, max_value=64, default=0)
+    cpu = serializers.FloatField(
+        min_value=0.1,
+        max_value=1024,
+        default=1.0,
+        help_text="CPU cores of each task of this role (fractions allowed).",
+    )
+    memory_mb = serializers.IntegerField(
+        min_value=64,
+        max_value=16 * 1024 * 1024,
+        default=1024,
+        help_text="Memory of each task of this role, in MiB.",
+    )
+    gpu = serializers.IntegerField(
+        min_value=0, max_value=64, default=0, help_text="GPUs of each worker."
+    )
     # A GPU model as the nodes report it; checked against the registered nodes.
-    gpu_model = serializers.CharField(max_length=200, required=False)
+    gpu_model = serializers.CharField(
+        max_length=200,
+        required=False,
+        help_text="Only GPUs of this model, spelled as the nodes report it "
+        "(GET /api/v1/nodes/); needs gpu of at least 1. A model no node has is refused.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_model" in attrs and attrs.get("gpu", 0) < 1:
@@ -54,8 +71,12 @@ class CpuResourcesSerializer(ResourcesSerializer):
 
 
 class ParameterServersSerializer(StrictSerializer):
-    replicas = serializers.IntegerField(min_value=1, max_value=64, default=1)
-    resources = CpuResourcesSerializer(required=False)
+    replicas = serializers.IntegerField(
+        min_value=1, max_value=64, default=1, help_text="Parameter servers (PS shards)."
+    )
+    resources = CpuResourcesSerializer(
+        required=False, help_text="What each parameter server gets (no GPUs)."
+    )
     replication = serializers.IntegerField(
         min_value=0,
         max_value=MAX_REPLICATION,
@@ -80,9 +101,20 @@ class ParameterServersSerializer(StrictSerializer):
 
 
 class WorkersSerializer(StrictSerializer):
-    min = serializers.IntegerField(min_value=1, max_value=1024, default=1)
-    max = serializers.IntegerField(min_value=1, max_value=1024, required=False)
-    resources = ResourcesSerializer(required=False)
+    min = serializers.IntegerField(
+        min_value=1,
+        max_value=1024,
+        default=1,
+        help_text="Workers the job starts with; it never runs with fewer.",
+    )
+    max = serializers.IntegerField(
+        min_value=1,
+        max_value=1024,
+        required=False,
+        help_text="Workers it may grow to (idle capacity, `trainhub scale`); "
+        "at least min, which it is when left out.",
+    )
+    resources = ResourcesSerializer(required=False, help_text="What each worker gets.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs.setdefault("max", attrs["min"])
@@ -94,7 +126,9 @@ class WorkersSerializer(StrictSerializer):
 
 
 class CoordinatorSerializer(StrictSerializer):
-    resources = CpuResourcesSerializer(required=False)
+    resources = CpuResourcesSerializer(
+        required=False, help_text="What the coordinator gets (no GPUs)."
+    )
 
 
 def _defaults(serializer_class: type[serializers.Serializer[Any]]) -> dict[str, Any]:
@@ -136,27 +170,84 @@ class JobSpecSerializer(StrictSerializer):
         error_messages={
             "invalid": "Use letters, digits, '.', '_' or '-', starting with a letter or digit."
         },
+        help_text="The job's name: letters, digits, '.', '_' or '-', starting with a letter "
+        "or digit.",
     )
-    team = serializers.SlugField(max_length=63)
-    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
+    team = serializers.SlugField(
+        max_length=63,
+        help_text="The slug of the team the job runs for; the submitter must be a member "
+        "who may submit (not a viewer).",
+    )
+    priority = serializers.ChoiceField(
+        choices=Priority.choices,
+        default=Priority.NORMAL,
+        help_text="Within its team, higher priorities go first (weights 10, 100, 1000 and "
+        "10000); production jobs never borrow quota and are never preempted.",
+    )
     entrypoint = serializers.RegexField(
         _ENTRYPOINT,
         max_length=300,
         error_messages={
             "invalid": "Expected 'module:function', e.g. 'ps_runtime.examples.movielens:train'."
         },
+        help_text="The `module:function` the coordinator runs, from the runtime, the "
+        "nodes' packages or the job's `code`.",
     )
-    args = serializers.DictField(required=False, default=dict)
-    parameter_servers = ParameterServersSerializer(required=False)
-    workers = WorkersSerializer(required=False)
-    coordinator = CoordinatorSerializer(required=False)
-    freeze_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=120)
-    checkpoint_every_seconds = serializers.IntegerField(min_value=0, max_value=86400, default=300)
-    max_restarts = serializers.IntegerField(min_value=0, max_value=100, default=3)
-    code = serializers.CharField(max_length=71, required=False, allow_null=True, default=None)
-    environment = EnvironmentSerializer(required=False, allow_null=True, default=None)
-    retry = RetrySerializer(required=False)
-    stall = StallSerializer(required=False)
+    args = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text="Keyword arguments of the entrypoint (a JSON object).",
+    )
+    parameter_servers = ParameterServersSerializer(
+        required=False, help_text="The parameter servers: how many, and what each gets."
+    )
+    workers = WorkersSerializer(
+        required=False, help_text="The workers: how many (elastic between min and max)."
+    )
+    coordinator = CoordinatorSerializer(
+        required=False, help_text="The coordinator, the one task that runs the entrypoint."
+    )
+    freeze_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=86400,
+        default=120,
+        help_text="No rescaling within this many seconds after a change.",
+    )
+    checkpoint_every_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=86400,
+        default=300,
+        help_text="The least time between the coordinator's periodic checkpoints.",
+    )
+    max_restarts = serializers.IntegerField(
+        min_value=0,
+        max_value=100,
+        default=3,
+        help_text="Restarts after the job's own errors; the causes in retry.on spend "
+        "retry.max instead.",
+    )
+    code = serializers.CharField(
+        max_length=71,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="An uploaded code archive, `sha256:<64 hex digits>` as POST /api/v1/code/ "
+        "answered; first on the coordinator's and the workers' Python path.",
+    )
+    environment = EnvironmentSerializer(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The job's own Python packages, built on each node with uv; null: the "
+        "runtime's packages only.",
+    )
+    retry = RetrySerializer(
+        required=False, help_text="Restarts after causes that are not the job's doing."
+    )
+    stall = StallSerializer(
+        required=False,
+        help_text="When the running job counts as stalled, and what then happens.",
+    )
 
     def validate_code(self, value: str | None) -> str | None:
         if not value:

@@ -31,10 +31,21 @@ class EnvironmentSerializer(StrictSerializer):
         max_length=MAX_REQUIREMENTS,
         required=False,
         default=list,
+        help_text="pip requirement lines (no options, direct references or paths); a "
+        "requirements.txt at the top of `code` joins them.",
     )
-    python = serializers.CharField(max_length=5, required=False, allow_blank=True, default="")
+    python = serializers.CharField(
+        max_length=5,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The Python version, e.g. '3.11'; empty: the nodes' task interpreter.",
+    )
     timeout_seconds = serializers.IntegerField(
-        min_value=int(MIN_TIMEOUT_SECONDS), max_value=int(MAX_TIMEOUT_SECONDS), default=900
+        min_value=int(MIN_TIMEOUT_SECONDS),
+        max_value=int(MAX_TIMEOUT_SECONDS),
+        default=900,
+        help_text="A build on a node that takes longer fails the job.",
     )
 
     def validate_requirements(self, value: list[str]) -> list[str]:

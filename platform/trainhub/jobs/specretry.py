@@ -26,10 +26,23 @@ class RetrySerializer(StrictSerializer):
         child=serializers.ChoiceField(choices=RETRY_CAUSES),
         max_length=len(RETRY_CAUSES),
         default=list(DEFAULT_RETRY_ON),
+        help_text="Causes of a task's end whose restarts spend retry.max, not max_restarts.",
     )
-    max = serializers.IntegerField(min_value=0, max_value=1000, default=10)
-    backoff_seconds = serializers.FloatField(min_value=0, max_value=3600, default=10.0)
-    max_backoff_seconds = serializers.FloatField(min_value=0, max_value=86400, default=300.0)
+    max = serializers.IntegerField(
+        min_value=0, max_value=1000, default=10, help_text="Such restarts at most."
+    )
+    backoff_seconds = serializers.FloatField(
+        min_value=0,
+        max_value=3600,
+        default=10.0,
+        help_text="The first restart waits this long, each next one twice as long.",
+    )
+    max_backoff_seconds = serializers.FloatField(
+        min_value=0,
+        max_value=86400,
+        default=300.0,
+        help_text="The longest wait before a restart (at least backoff_seconds).",
+    )
 
     def validate_on(self, value: list[str]) -> list[str]:
         return list(dict.fromkeys(value))  # once each, in the order given

@@ -4,7 +4,7 @@ star-imports this module, so a bad value stops the process naming its variable).
 Django's e-mail settings (`EMAIL_*`, `DEFAULT_FROM_EMAIL`) come from `TRAINHUB_EMAIL_*`;
 without `TRAINHUB_EMAIL_HOST` (or a backend named outright) the server sends no e-mail
 and the account page says so. Webhooks: `TRAINHUB_WEBHOOK_*`, and the retry schedule of
-every delivery: `TRAINHUB_NOTIFY_*` (README "Settings").
+every delivery: `TRAINHUB_NOTIFY_*` (docs/reference/settings.md).
 """
 
 from __future__ import annotations

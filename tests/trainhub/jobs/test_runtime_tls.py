@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -103,6 +106,19 @@ def test_keys_are_sealed_with_the_secret_key(settings: Any) -> None:
         unseal(sealed)
     settings.SECRET_KEY_FALLBACKS = [old]
     assert unseal(sealed) == key
+
+
+def test_the_fallback_keys_come_from_the_environment() -> None:
+    code = "from django.conf import settings; print(settings.SECRET_KEY_FALLBACKS)"
+    env = {**os.environ, "TRAINHUB_SECRET_KEY_FALLBACKS": " old-1 ,old-2,, "}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainhub.cli", "manage", "shell", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "['old-1', 'old-2']"
 
 
 # -- placement and delivery ------------------------------------------------------------

@@ -60,7 +60,7 @@ def unseal(token: str) -> str:
     except InvalidToken:
         raise SealError(
             "a stored runtime TLS key cannot be decrypted: TRAINHUB_SECRET_KEY changed; "
-            "keep the old one in SECRET_KEY_FALLBACKS until the job is placed again"
+            "keep the old one in TRAINHUB_SECRET_KEY_FALLBACKS until the job is placed again"
         ) from None
 
 
