@@ -166,9 +166,9 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = DATA_DIR / "static"
-# The bundle `make` builds from frontend/ (npm); served by WhiteNoise straight from the
-# finders, so standalone needs no collectstatic step.
-STATICFILES_DIRS = [REPO_DIR / "frontend" / "dist"]
+# The bundle `make` builds from frontend/ (npm; the image copies it elsewhere), served by
+# WhiteNoise straight from the finders: standalone needs no collectstatic step.
+STATICFILES_DIRS = [os.environ.get("TRAINHUB_FRONTEND_DIST", REPO_DIR / "frontend" / "dist")]
 WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"

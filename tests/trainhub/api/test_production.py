@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,53 @@ def test_the_external_url_is_read_under_its_former_name_too(tmp_path: Path) -> N
         TRAINHUB_PUBLIC_URL="https://b.example.com",
     )
     assert both.stdout.splitlines()[-1] == "https://a.example.com", both.stderr
+
+
+def test_an_installed_package_serves_the_bundle_from_where_the_image_puts_it(
+    tmp_path: Path,
+) -> None:
+    """The image installs `trainhub` as a package (no checkout around it to find
+    frontend/dist in) and copies the bundle to TRAINHUB_FRONTEND_DIST; a production start
+    without that variable refuses (staticfiles.W004), one with it starts."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(
+        REPO / "platform" / "trainhub",
+        site / "trainhub",
+        ignore=shutil.ignore_patterns("__pycache__", "staticfiles"),
+    )
+    bundle = tmp_path / "opt" / "trainhub" / "frontend" / "dist"
+    bundle.mkdir(parents=True)
+    check = (
+        "import django; django.setup(); from django.core.management import call_command; "
+        "call_command('check', '--deploy', '--fail-level', 'WARNING'); print('started')"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TRAINHUB_", "DJANGO_"))},
+        "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),  # REPO: ps_runtime only
+        "DJANGO_SETTINGS_MODULE": "trainhub.settings",
+        "TRAINHUB_DATA_DIR": str(tmp_path / "data"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "TRAINHUB_ENV": "production",
+        "TRAINHUB_SECRET_KEY": GOOD_KEY,
+        "TRAINHUB_ALLOWED_HOSTS": "trainhub.example.com",
+    }
+
+    def start(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", check],
+            env={**env, **extra},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    refused = start()
+    assert refused.returncode != 0 and "staticfiles.W004" in refused.stderr, refused.stderr
+    started = start(TRAINHUB_FRONTEND_DIST=str(bundle))
+    assert started.returncode == 0 and "started" in started.stdout, started.stderr
+    dockerfile = (REPO / "deploy" / "Dockerfile").read_text()
+    assert "TRAINHUB_FRONTEND_DIST=/opt/trainhub/frontend/dist" in dockerfile
+    assert "COPY --from=frontend /src/frontend/dist frontend/dist" in dockerfile
+    assert "WORKDIR /opt/trainhub" in dockerfile
