@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 # Pure Python (no Django): the policy names are checked here, before anything starts.
@@ -165,11 +166,15 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = DATA_DIR / "static"
-# The bundle `make` builds from frontend/ (npm; the image copies it elsewhere), served by
-# WhiteNoise straight from the finders: standalone needs no collectstatic step.
+STATIC_ROOT = Path(os.environ.get("TRAINHUB_STATIC_ROOT", DATA_DIR / "static"))
+# The bundle `make` builds from frontend/ (npm), served by WhiteNoise from the finders (no
+# collectstatic step), or with TRAINHUB_STATIC_MANIFEST (the image runs collectstatic at
+# build time) under hashed names that browsers keep for a year.
 STATICFILES_DIRS = [os.environ.get("TRAINHUB_FRONTEND_DIST", REPO_DIR / "frontend" / "dist")]
-WHITENOISE_USE_FINDERS = True
+WHITENOISE_USE_FINDERS = not env_flag("TRAINHUB_STATIC_MANIFEST", False)
+if not WHITENOISE_USE_FINDERS:
+    _MANIFEST = {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}
+    STORAGES = {**global_settings.STORAGES, "staticfiles": _MANIFEST}
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -184,21 +189,16 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {
-                "hosts": [REDIS_URL],
-                "prefix": REDIS_KEY_PREFIX,
-            },
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_KEY_PREFIX},
         }
     }
 else:
-    # Only for code paths inside one process (unit tests); every way TrainHub is run sets
-    # REDIS_URL: services mode to Redis, standalone to its embedded server.
+    # Only inside one process (unit tests): services mode and standalone set REDIS_URL.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# The cache holds the rate limits' counts (and the job page's start forecasts). In Redis
-# when REDIS_URL is set, so every web process of an installation counts into the same
-# limit (per-process counts let N processes allow N times the rate); per process only
-# without it (unit tests, a bare `manage.py runserver`).
+# The cache holds the rate limits' counts (and the job page's start forecasts): in Redis
+# when REDIS_URL is set, so all web processes count into one limit (N per-process counts
+# would allow N times the rate); per process without it (unit tests, a bare runserver).
 if REDIS_URL:
     CACHES = {
         "default": {

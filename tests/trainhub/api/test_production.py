@@ -171,3 +171,37 @@ def test_an_installed_package_serves_the_bundle_from_where_the_image_puts_it(
     assert "TRAINHUB_FRONTEND_DIST=/opt/trainhub/frontend/dist" in dockerfile
     assert "COPY --from=frontend /src/frontend/dist frontend/dist" in dockerfile
     assert "WORKDIR /opt/trainhub" in dockerfile
+    # ...and collects the static files at build time (the test below serves them).
+    assert "TRAINHUB_STATIC_MANIFEST=1" in dockerfile
+    assert "&& trainhub manage collectstatic --noinput" in dockerfile
+
+
+SERVE = (
+    "import json; from django.test import Client; c = Client(HTTP_HOST='trainhub.example.com');"
+    "page = c.get('/login/', secure=True).content.decode();"
+    "import re; css = re.search(r'/static/trainhub/app\\.[0-9a-f]{12}\\.css', page).group(0);"
+    "got = c.get(css, secure=True);"
+    "print(json.dumps({'css': css, 'status': got.status_code,"
+    " 'cache': got.headers.get('Cache-Control', '')}))"
+)
+
+
+def test_the_static_files_are_collected_under_hashed_names_and_kept_for_a_year(
+    tmp_path: Path,
+) -> None:
+    """TRAINHUB_STATIC_MANIFEST (the image): collectstatic writes hashed copies, pages link
+    them, and WhiteNoise serves them as immutable."""
+    env = {
+        "TRAINHUB_STATIC_ROOT": str(tmp_path / "static"),
+        "TRAINHUB_STATIC_MANIFEST": "1",
+    }
+    collected = _manage(tmp_path, "collectstatic", "--noinput", **env)
+    assert collected.returncode == 0, collected.stderr
+    manifest = json.loads((tmp_path / "static" / "staticfiles.json").read_text())["paths"]
+    job = manifest["trainhub/pages/job.js"]
+    assert job != "trainhub/pages/job.js" and (tmp_path / "static" / job).exists()
+    served = _manage(tmp_path, "shell", "-c", SERVE, **env)
+    assert served.returncode == 0, served.stderr
+    shown = json.loads(served.stdout.strip().splitlines()[-1])
+    assert shown["css"] == f"/static/{manifest['trainhub/app.css']}"
+    assert shown["status"] == 200 and "immutable" in shown["cache"], shown
