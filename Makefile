@@ -9,7 +9,7 @@ TORCH_STAMP := $(VENV)/.torch-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
 
-.PHONY: demo test faults screenshots install dev frontend sandbox lint docs docs-reference audit typecheck proto clean
+.PHONY: demo test faults screenshots install dev frontend sandbox test-tools lint docs docs-reference audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
@@ -59,6 +59,23 @@ sandbox:
 	    echo "make: bubblewrap is missing: install it (Debian/Ubuntu: sudo apt-get install bubblewrap); until then the local agent starts no job" >&2; \
 	  fi; }
 
+## What the tests drive besides Python: Debian's chromium (browser tests), prometheus (a
+## real scrape of /metrics) and docker-compose (the compose file checked against the
+## Compose Specification); installed here when missing and we are root, else named
+TEST_TOOLS := chromium prometheus docker-compose
+test-tools:
+	@missing=""; for tool in $(TEST_TOOLS); do \
+	  command -v "$$tool" >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing the test tools:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }; \
+	  else \
+	    echo "make: the tests need Debian's$$missing: sudo apt-get install$$missing" >&2; exit 1; \
+	  fi; \
+	fi
+
 ## Start TrainHub standalone (SQLite, embedded broker, a local agent) on http://127.0.0.1:$(PORT)/
 demo:
 	@$(MAKE) --no-print-directory -j3 install sandbox
@@ -67,7 +84,7 @@ demo:
 ## Run the whole test suite (needs PostgreSQL and Redis; see README "Tests")
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-test: dev sandbox $(TORCH_STAMP)
+test: dev sandbox test-tools $(TORCH_STAMP)
 	cd frontend && npm test --silent
 	$(PY) -m pytest --ignore=tests/faults --durations=25 $(PYTEST_ARGS)
 
