@@ -9,24 +9,39 @@ TORCH_STAMP := $(VENV)/.torch-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
 
-.PHONY: demo test faults screenshots install dev frontend sandbox test-tools lint docs docs-reference audit typecheck proto clean
+.PHONY: demo test faults screenshots install dev frontend sandbox test-tools lock lint docs docs-reference audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
 # What running needs only (make demo); uv installs it (a runtime dependency anyway: the
 # agent builds job environments with it), in parallel, in a fraction of pip's time.
-$(STAMP): pyproject.toml platform/pyproject.toml
+# Every third-party package comes from a lock file with its hashes (requirements/*.lock,
+# written by `make lock`); then TrainHub's own two packages, without dependencies.
+$(STAMP): pyproject.toml platform/pyproject.toml requirements/uv.lock requirements/server.lock
 	@echo "make: installing TrainHub into $(VENV) (what running needs)"
 	@$(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -qq "uv>=0.4"
-	@$(UV) -e . -e ./platform
+	@$(PY) -m pip install -qq --require-hashes -r requirements/uv.lock
+	@$(UV) --require-hashes -r requirements/server.lock
+	@$(UV) --no-deps -e . -e ./platform
 	@touch $@
 
 # The test and lint toolchain (Playwright, mypy, schemathesis…): make test and make lint.
-$(DEV_STAMP): $(STAMP)
+$(DEV_STAMP): $(STAMP) requirements/dev.lock
 	@echo "make: installing the test and lint toolchain into $(VENV)"
-	@$(UV) -e . -e "./platform[dev]"
+	@$(UV) --require-hashes -r requirements/dev.lock
+	@$(UV) --no-deps -e . -e "./platform[dev]"
 	@touch $@
+
+# Pin every dependency of the two pyprojects, with hashes, at today's newest releases
+# that their ranges allow (uv pip compile); commit the result. tests/test_lockfiles.py
+# fails while a pyproject names a package or a range that its lock does not satisfy.
+LOCK := $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11
+lock: $(STAMP)
+	$(LOCK) --no-emit-package trainhub --no-emit-package trainhub-runtime \
+	  requirements/server.in -o requirements/server.lock
+	$(LOCK) --no-emit-package trainhub --no-emit-package trainhub-runtime \
+	  -c requirements/server.lock requirements/dev.in -o requirements/dev.lock
+	$(LOCK) -c requirements/server.lock requirements/uv.in -o requirements/uv.lock
 
 # The runtime's `torch` extra, for the tests and the type checks of ps_runtime.pytorch and
 # the examples (the demo needs none: a job asks its nodes for torch in its environment).
