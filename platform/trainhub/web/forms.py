@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from django import forms
 from rest_framework.exceptions import ErrorDetail
 
-from ps_runtime.agent.envspec import DEFAULT_TIMEOUT_SECONDS, requirements_from_text
+from ps_runtime.agent.envspec import requirements_from_text
 from trainhub.jobs.capacity import sized_to_fit
-from trainhub.jobs.choices import Priority
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.specyaml import SpecYamlError, load_spec_yaml
+
+from .specfields import CODE_FILE, FIELDS, REQUIREMENTS, SECTIONS, SpecField, widget_for
 
 # The built-in examples offered for the entrypoint (each a `module:function` that trains).
 EXAMPLE_ENTRYPOINTS = (
@@ -31,9 +31,6 @@ EXAMPLE_ENTRYPOINTS = (
 )
 DEFAULT_ARGS: dict[str, Any] = {"epochs": 5}
 DEFAULT_NAME = "movielens-mf"  # the first example's: a new submission runs as it is
-# The form's file input for a code archive; what it uploads fills the spec's `code`.
-CODE_FILE = "code_file"
-REQUIREMENTS = "environment.requirements"
 # The spec validator's words for one bad line (trainhub.jobs.specenv), renumbered to the
 # textarea's lines when blank or comment lines were left out.
 _REQUIREMENT_LINE = re.compile(r"^requirements line (\d+) ")
@@ -48,135 +45,6 @@ class SpecDocumentError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True)
-class SpecField:
-    path: str  # the field's path in the spec document, also the input's name
-    label: str
-    kind: str  # "text" | "int" | "float" | "team" | "priority" | "args" | "lines"
-    help: str = ""
-    placeholder: str = ""
-
-
-@dataclass(frozen=True)
-class Section:
-    legend: str
-    fields: tuple[SpecField, ...]
-    uploads: tuple[str, ...] = ()  # form fields that are not spec fields, shown first
-
-
-SECTIONS = (
-    Section(
-        "Job",
-        (
-            SpecField("name", "Name", "text", "Letters, digits, '.', '_' or '-'."),
-            SpecField("team", "Team", "team"),
-            SpecField("priority", "Priority", "priority"),
-            SpecField("entrypoint", "Entrypoint", "text", "module:function the coordinator runs."),
-            SpecField("args", "Arguments (JSON or YAML)", "args", "Passed to the entrypoint."),
-        ),
-    ),
-    Section(
-        "Code",
-        (
-            SpecField(
-                "code",
-                "Code digest",
-                "text",
-                "Filled in by the upload above, or paste the digest of an earlier upload; "
-                "blank: the entrypoint is installed on the nodes.",
-                placeholder="sha256:…",
-            ),
-        ),
-        uploads=(CODE_FILE,),
-    ),
-    Section(
-        "Environment",
-        (
-            SpecField(
-                REQUIREMENTS,
-                "Requirements",
-                "lines",
-                "One pip requirement per line, like torch>=2.3; no options, URLs or paths "
-                "(the nodes' package index settings apply). Blank: the runtime's packages only.",
-                placeholder="torch>=2.3\npandas==2.2.*",
-            ),
-            SpecField(
-                "environment.python",
-                "Python version",
-                "text",
-                "Like 3.11; blank: the nodes' own.",
-                placeholder="3.11",
-            ),
-            SpecField(
-                "environment.timeout_seconds",
-                "Build timeout (s)",
-                "int",
-                f"How long a node may take to build it; blank: {DEFAULT_TIMEOUT_SECONDS:g}.",
-                placeholder=f"{DEFAULT_TIMEOUT_SECONDS:g}",
-            ),
-        ),
-    ),
-    Section(
-        "Parameter servers",
-        (
-            SpecField("parameter_servers.replicas", "PS replicas", "int"),
-            SpecField("parameter_servers.resources.cpu", "CPU per PS", "float"),
-            SpecField("parameter_servers.resources.memory_mb", "Memory per PS (MiB)", "int"),
-            SpecField(
-                "parameter_servers.replication",
-                "Backups per shard",
-                "int",
-                "0-2, fewer than PS replicas: a lost PS is replaced while the job runs on.",
-            ),
-        ),
-    ),
-    Section(
-        "Workers",
-        (
-            SpecField("workers.min", "Workers (min)", "int", "Start with this many."),
-            SpecField("workers.max", "Workers (max)", "int", "Grow up to this many."),
-            SpecField("workers.resources.cpu", "CPU per worker", "float"),
-            SpecField("workers.resources.memory_mb", "Memory per worker (MiB)", "int"),
-            SpecField("workers.resources.gpu", "GPUs per worker", "int"),
-        ),
-    ),
-    Section(
-        "Coordinator",
-        (
-            SpecField("coordinator.resources.cpu", "Coordinator CPU", "float"),
-            SpecField("coordinator.resources.memory_mb", "Coordinator memory (MiB)", "int"),
-        ),
-    ),
-    Section(
-        "Lifecycle",
-        (
-            SpecField("freeze_seconds", "Freeze window (s)", "int", "No rescaling this soon."),
-            SpecField("checkpoint_every_seconds", "Checkpoint every (s)", "int"),
-            SpecField("max_restarts", "Max restarts", "int"),
-        ),
-    ),
-)
-FIELDS = {f.path: f for section in SECTIONS for f in section.fields}
-
-
-def _widget(field: SpecField, teams: Sequence[tuple[str, str]]) -> forms.Widget:
-    if field.kind == "team":
-        return forms.Select(choices=teams)
-    if field.kind == "priority":
-        return forms.Select(choices=Priority.choices)
-    placeholder = {"placeholder": field.placeholder} if field.placeholder else {}
-    if field.kind in ("args", "lines"):
-        attrs = {"rows": 3, "spellcheck": "false", "class": "code", **placeholder}
-        return forms.Textarea(attrs=attrs)
-    if field.kind in ("int", "float"):
-        step = "1" if field.kind == "int" else "any"
-        return forms.NumberInput(attrs={"step": step, "inputmode": "decimal", **placeholder})
-    attrs = {"autocomplete": "off", "spellcheck": "false", **placeholder}
-    if field.path == "entrypoint":
-        attrs["list"] = "entrypoint-examples"
-    return forms.TextInput(attrs=attrs)
-
-
 class JobSpecForm(forms.Form):
     """The form tab. Every field is text here (the spec validator parses numbers, so its
     messages are the only ones); `teams` are the (slug, label) choices the user may use."""
@@ -189,7 +57,7 @@ class JobSpecForm(forms.Form):
                 required=False,
                 strip=field.kind != "args",
                 help_text=field.help,
-                widget=_widget(field, teams),
+                widget=widget_for(field, teams),
             )
         self.fields[CODE_FILE] = forms.FileField(
             label="Code archive (.tar.gz or .zip)",
@@ -256,6 +124,8 @@ class JobSpecForm(forms.Form):
                 initial[path] = _dump(value, flow=True).strip() if value else ""
             elif field.kind == "lines" and isinstance(value, list):
                 initial[path] = "\n".join(str(line) for line in value)
+            elif field.kind == "causes" and isinstance(value, list):
+                initial[path] = ", ".join(str(cause) for cause in value)
             else:
                 initial[path] = str(value)
         return initial
@@ -335,6 +205,8 @@ def add_spec_errors(form: JobSpecForm, errors: Iterable[tuple[str, str]]) -> Non
             form.add_error(REQUIREMENTS, f"requirements line {line}: {message}")
         elif path in form.fields:
             form.add_error(path, message)
+        elif path.rsplit(".", 1)[0] in form.fields and path.rsplit(".", 1)[-1].isdigit():
+            form.add_error(path.rsplit(".", 1)[0], message)  # an item of a list (retry.on)
         else:
             form.add_error(None, f"{path}: {message}" if path else message)
 
@@ -347,6 +219,8 @@ def _renumber(form: JobSpecForm) -> Callable[[re.Match[str]], str]:
 
 
 def _value(field: SpecField, raw: str) -> Any:
+    if field.kind == "causes":
+        return [cause for cause in re.split(r"[\s,]+", raw) if cause]
     if field.kind == "args":
         args = parse_yaml(raw, path="args")
         if args is None:

@@ -44,6 +44,9 @@ def test_alice_submits_through_the_form_and_lands_on_the_job_page(
         page.goto(f"{live_cluster.url}/jobs/new/")
         expect(page.get_by_role("tab", name="Form")).to_have_attribute("aria-selected", "true")
         _fill_small_job(page, "web-form-mf")
+        # The restart and stall policy, from the keyboard like any field.
+        page.get_by_label("When it stalls").select_option("notify")
+        page.get_by_label("Restarts for those causes (max)").fill("4")
 
         # The entrypoint offers the built-in examples.
         examples = page.locator("#entrypoint-examples option")
@@ -66,7 +69,7 @@ def test_alice_submits_through_the_form_and_lands_on_the_job_page(
         expect(spec_box).to_be_visible()
         # The editor (test_submit_yaml_editor.py) keeps the form's field, under it, in sync.
         expect(page.locator("#id_spec")).to_have_value(
-            re.compile(r"name: web-form-mf[\s\S]*cpu: 0.5")
+            re.compile(r"name: web-form-mf[\s\S]*cpu: 0.5[\s\S]*on_stall: notify")
         )
         page.keyboard.press("ArrowLeft")
         expect(page.get_by_label("Name", exact=True)).to_have_value("web-form-mf")
@@ -80,6 +83,7 @@ def test_alice_submits_through_the_form_and_lands_on_the_job_page(
         started.append(job_id)
         job = live_cluster.job(job_id)
         assert (job["name"], job["team"], job["submitted_by"]) == ("web-form-mf", "recsys", "alice")
+        assert (job["spec"]["retry"]["max"], job["spec"]["stall"]["on_stall"]) == (4, "notify")
         expect(page.get_by_role("heading", level=1)).to_contain_text("web-form-mf")
 
 
