@@ -125,10 +125,9 @@ lint: $(DEV_STAMP) $(TORCH_STAMP)
 
 ## The documentation site (mkdocs.yml, docs/) into site/ (git-ignored); --strict fails on
 ## any warning: a broken link or anchor, a page missing from the nav. mkdocs-material comes
-## with `make dev` (the dev extra); installed here when missing.
+## with the dev lock.
 docs: export NO_MKDOCS_2_WARNING = 1
-docs: $(STAMP)
-	@$(PY) -c "import material" 2>/dev/null || $(PY) -m pip install --quiet "mkdocs-material>=9.5"
+docs: $(DEV_STAMP)
 	$(VENV)/bin/mkdocs build --strict
 
 ## Rewrite docs/reference/jobspec.md from the job spec's serializers (tests fail until the

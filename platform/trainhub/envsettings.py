@@ -18,9 +18,10 @@ def env_flag(name: str, default: bool) -> bool:
     return value in ("1", "true", "yes")
 
 
-def env_list(name: str) -> list[str]:
-    """A comma-separated list; blanks around and between the items are dropped."""
-    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+def env_list(name: str, default: str = "") -> list[str]:
+    """A comma-separated list (`default` when unset); blanks around and between the items
+    are dropped."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
 def env_count(name: str, default: int) -> int:

@@ -19,7 +19,7 @@ from trainhub.scheduling.policy import POLICIES
 BASE_DIR = Path(__file__).resolve().parent
 REPO_DIR = BASE_DIR.parent.parent
 DATA_DIR = Path(os.environ.get("TRAINHUB_DATA_DIR", REPO_DIR / "var")).resolve()
-(DATA_DIR / "static").mkdir(parents=True, exist_ok=True)  # SQLite and STATIC_ROOT live here
+(DATA_DIR / "static").mkdir(parents=True, exist_ok=True)  # SQLite (and STATIC_ROOT, by default)
 
 _DEFAULT_SECRET = "insecure-standalone-secret-change-me"
 SECRET_KEY = os.environ.get("TRAINHUB_SECRET_KEY", _DEFAULT_SECRET)
@@ -59,14 +59,8 @@ if ENVIRONMENT == "production":
         if opted_out
     ]
 
-ALLOWED_HOSTS = [
-    h.strip()
-    for h in os.environ.get("TRAINHUB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
-    if h.strip()
-]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("TRAINHUB_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-]
+ALLOWED_HOSTS = env_list("TRAINHUB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("TRAINHUB_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -342,7 +336,7 @@ METRICS_TOKEN = os.environ.get("TRAINHUB_METRICS_TOKEN", "")
 
 def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     nets = []
-    for item in filter(None, (i.strip() for i in os.environ.get(name, "").split(","))):
+    for item in env_list(name):
         try:
             nets.append(ipaddress.ip_network(item, strict=False))
         except ValueError as exc:
