@@ -347,10 +347,9 @@ class Agent:
             return
         self.supervisor.forget(plan.forget)
         # A task no longer listed stops with the grace of the last list that named it (a
-        # coordinator gets long enough to save a checkpoint), else the response-level one.
-        graces = {
-            key: self.supervisor.stop_grace(key, desired.stop_grace_seconds) for key in plan.stops
-        }
+        # coordinator saves a checkpoint), else (and if its job ended) the response's.
+        default, ended = desired.stop_grace_seconds, desired.ended_jobs
+        graces = {key: self.supervisor.stop_grace(key, default, ended) for key in plan.stops}
         for key, grace in graces.items():
             self.supervisor.stop(key, grace)
         for task in plan.starts:

@@ -224,11 +224,15 @@ class DesiredTasks:
     tasks: tuple[DesiredTask, ...]
     stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS
     node_id: int | None = None
+    # Jobs that ended (cancelled, failed, succeeded) while tasks of theirs may still run
+    # here: those stop with `stop_grace_seconds`, never a coordinator's own longer grace.
+    ended_jobs: frozenset[int] = frozenset()
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "node_id": self.node_id,
             "stop_grace_seconds": self.stop_grace_seconds,
+            "ended_jobs": sorted(self.ended_jobs),
             "tasks": [task.to_wire() for task in self.tasks],
         }
 
@@ -253,6 +257,10 @@ def parse_desired_tasks(body: object) -> DesiredTasks:
         ),
         stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS if grace is None else grace,
         node_id=fields.optional_integer("node_id"),
+        ended_jobs=frozenset(
+            as_int(job, join(fields.at("ended_jobs"), i))
+            for i, job in enumerate(fields.items("ended_jobs"))
+        ),
     )
 
 

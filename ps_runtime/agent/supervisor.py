@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -309,11 +309,14 @@ class Supervisor:
             if tp is not None:
                 tp.stop_grace = task.stop_grace_seconds
 
-    def stop_grace(self, key: TaskKey, default: float) -> float:
-        """The live task's remembered stop grace, or `default` when it has none."""
+    def stop_grace(
+        self, key: TaskKey, default: float, ended_jobs: Collection[int] = frozenset()
+    ) -> float:
+        """The live task's remembered stop grace; `default` when it has none or its job
+        ended (no checkpoint can be saved once the job's servers stop with it)."""
         with self._lock:
             tp = self._live.get(key)
-            grace = tp.stop_grace if tp is not None else None
+            grace = tp.stop_grace if tp is not None and tp.task.job_id not in ended_jobs else None
         return default if grace is None else grace
 
     @staticmethod

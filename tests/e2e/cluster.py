@@ -270,6 +270,22 @@ def job_processes(job_id: int, checkpoint_root: Path | None = None) -> list[int]
     return pids
 
 
+def describe_processes(pids: list[int]) -> str:
+    """Which task each process belongs to, for a failure message."""
+    lines = []
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        task = [
+            v.decode() for v in environ if v.startswith((b"TRAINHUB_ROLE=", b"TRAINHUB_TASK_ID="))
+        ]
+        lines.append(f"{pid} {' '.join(task)}: {command[:120].decode(errors='replace')}")
+    return "\n".join(lines)
+
+
 def task_pid(
     job_id: int, role: str, index: int = 0, checkpoint_root: Path | None = None
 ) -> int | None:

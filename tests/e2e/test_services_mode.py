@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .cluster import LiveCluster, job_processes, movielens_file
+from .cluster import LiveCluster, describe_processes, job_processes, movielens_file
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -70,7 +70,8 @@ def test_cancel_stops_every_process_within_10_s(live_cluster: LiveCluster, tmp_p
     while job_processes(job["id"]) and time.monotonic() - started < 20:
         time.sleep(0.1)
     elapsed = time.monotonic() - started
-    assert job_processes(job["id"]) == [], "processes survived the cancel"
+    left = job_processes(job["id"])
+    assert left == [], f"processes survived the cancel:\n{describe_processes(left)}"
     assert elapsed <= 10, f"stopping took {elapsed:.1f} s"
 
     deadline = time.monotonic() + 15

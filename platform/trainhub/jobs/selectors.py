@@ -24,7 +24,7 @@ from ps_runtime.taskenv import ClusterSpec, Role, TaskEnvironment
 from trainhub.nodes.models import Node
 from trainhub.tenancy.resources import Resources
 
-from .choices import JOB_PLACED, TASK_ACTIVE, DesiredState, JobState, TaskRole
+from .choices import JOB_PLACED, JOB_TERMINAL, TASK_ACTIVE, DesiredState, JobState, TaskRole
 from .jobspec import EnvironmentSpec
 from .models import Job, JobEvent, Task
 
@@ -53,9 +53,12 @@ def desired_tasks(node: Node) -> DesiredTasks:
 
     # TLS material goes only to the node that runs the task, for that node's address.
     tls = node_material(job_ids, node.address, timezone.now()) if mine else {}
+    # Tasks still running here of jobs that ended: they stop without a checkpoint grace.
+    ended = Task.objects.filter(node=node, state__in=TASK_ACTIVE, job__state__in=JOB_TERMINAL)
     return DesiredTasks(
         node_id=node.pk,
         stop_grace_seconds=DEFAULT_STOP_GRACE_SECONDS,
+        ended_jobs=frozenset(ended.values_list("job_id", flat=True)),
         tasks=tuple(
             _desired_task(t, clusters.get(t.job_id, ClusterSpec()), tls.get(t.job_id)) for t in mine
         ),

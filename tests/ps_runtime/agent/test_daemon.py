@@ -356,6 +356,33 @@ def test_agent_process_exits_cleanly_on_sigterm(tmp_path: Path) -> None:
     _run(scenario())
 
 
+def test_a_task_of_an_ended_job_stops_without_its_own_long_grace(tmp_path: Path) -> None:
+    """A cancelled job's coordinator (listed with a checkpoint grace) is killed after the
+    response-level grace: a cancel never waits for a job's code to honour SIGTERM."""
+
+    async def scenario() -> None:
+        cp = await FakeControlPlane().start()
+        agent = _agent(AgentState(cp.url, 7, cp.credential), tmp_path)
+        coordinator = {**_task_json(31, mode="stubborn"), "stop_grace_seconds": 60}
+        cp.desired = {"node_id": 7, "stop_grace_seconds": 0.3, "tasks": [coordinator]}
+        http = rest.Client({"Authorization": f"Node {cp.credential}"}, timeout=10.0)
+        await agent.reconcile_once(http)
+        pid = agent.supervisor.live_pids()[TaskKey(31, 1)]
+        seen: list[dict[str, Any]] = []
+
+        def ignoring_sigterm() -> bool:
+            seen.extend(m.to_wire() for m in agent.outbox.drain())
+            return "hello from task" in log_lines(seen, "stdout")
+
+        await _until(ignoring_sigterm, what="the task ignoring SIGTERM")
+        cp.desired = {"node_id": 7, "stop_grace_seconds": 0.3, "ended_jobs": [12], "tasks": []}
+        await agent.reconcile_once(http)
+        await _until(lambda: not pid_alive(pid), 3.0, "the ended job's task killed")
+        await cp.close()
+
+    _run(scenario())
+
+
 def test_unlisted_task_stops_with_the_grace_of_its_last_listing(tmp_path: Path) -> None:
     """Per-task stop_grace_seconds: the latest listing's value wins, else the response's."""
 

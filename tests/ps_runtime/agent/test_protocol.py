@@ -118,6 +118,16 @@ def test_response_level_stop_grace_defaults() -> None:
         assert parse_desired_tasks(body).stop_grace_seconds == DEFAULT_STOP_GRACE_SECONDS
 
 
+def test_ended_jobs_are_a_list_of_job_ids() -> None:
+    assert parse_desired_tasks({"tasks": []}).ended_jobs == frozenset()
+    assert parse_desired_tasks({"tasks": [], "ended_jobs": None}).ended_jobs == frozenset()
+    desired = parse_desired_tasks({"tasks": [_task()], "ended_jobs": [9, 4]})
+    assert desired.ended_jobs == {4, 9}
+    assert parse_desired_tasks(desired.to_wire()) == desired
+    _refused(parse_desired_tasks, {"tasks": [], "ended_jobs": [9, "4"]}, "ended_jobs[1]")
+    _refused(parse_desired_tasks, {"tasks": [], "ended_jobs": 9}, "ended_jobs")
+
+
 def test_unknown_fields_are_ignored() -> None:
     [task] = parse_desired_tasks({"tasks": [_task(new_field=1)], "later": True}).tasks
     assert task.key == TaskKey(33, 1) and task.gpu_indices == (0, 2)

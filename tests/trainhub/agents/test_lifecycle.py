@@ -242,12 +242,15 @@ def test_scaling_a_running_job_adds_and_removes_workers(setup: dict[str, Any]) -
 def test_cancel_stops_tasks_and_second_cancel_conflicts(setup: dict[str, Any]) -> None:
     job = make_job(setup["alice"])
     run_cycle(now=timezone.now())
+    assert agent_tasks(setup["credential"])["ended_jobs"] == []
     client = APIClient()
     client.force_authenticate(setup["alice"])
     response = client.post(f"/api/v1/jobs/{job.pk}/cancel/")
     assert response.status_code == 200
     assert response.json()["state"] == "cancelled"
-    assert agent_tasks(setup["credential"])["tasks"] == []
+    desired = agent_tasks(setup["credential"])
+    # Until they report stopped, the node stops them without a coordinator's grace.
+    assert desired["tasks"] == [] and desired["ended_jobs"] == [job.pk]
     for task in job.tasks.all():
         handle_message(
             node_id=setup["node"].pk,
@@ -255,6 +258,7 @@ def test_cancel_stops_tasks_and_second_cancel_conflicts(setup: dict[str, Any]) -
             message={"type": "task_status", "id": task.pk, "attempt": 1, "state": "stopped"},
         )
     assert set(job.tasks.values_list("state", flat=True)) == {TaskState.STOPPED}
+    assert agent_tasks(setup["credential"])["ended_jobs"] == []
     assert client.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 409
 
 
