@@ -9,7 +9,7 @@ TORCH_STAMP := $(VENV)/.torch-stamp
 BUNDLE := frontend/dist/trainhub/pages/job.js
 UV := $(VENV)/bin/uv pip install --quiet --python $(PY)
 
-.PHONY: demo test faults screenshots install dev frontend sandbox test-tools lock lint docs docs-reference audit typecheck proto clean
+.PHONY: demo test cluster faults screenshots install dev frontend sandbox test-tools lock lint docs docs-reference audit typecheck proto clean
 
 # Two distributions from one repository: trainhub-runtime (the root pyproject.toml: the
 # runtime and the node agent) and trainhub (platform/pyproject.toml: the control plane).
@@ -75,9 +75,10 @@ sandbox:
 	  fi; }
 
 ## What the tests drive besides Python: Debian's chromium (browser tests), prometheus (a
-## real scrape of /metrics) and docker-compose (the compose file checked against the
-## Compose Specification); installed here when missing and we are root, else named
-TEST_TOOLS := chromium prometheus docker-compose
+## real scrape of /metrics), docker-compose (the compose file checked against the
+## Compose Specification) and nginx (the production-like cluster, tests/cluster);
+## installed here when missing and we are root, else named
+TEST_TOOLS := chromium prometheus docker-compose nginx
 test-tools:
 	@missing=""; for tool in $(TEST_TOOLS); do \
 	  command -v "$$tool" >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
@@ -110,6 +111,12 @@ screenshots: export TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 screenshots: export TRAINHUB_SCREENSHOTS = 1
 screenshots: dev sandbox
 	$(PY) -m pytest tests/e2e/web $(PYTEST_ARGS)
+
+## A production-like cluster on this machine until Ctrl-C (tests/cluster/harness.py):
+## private PostgreSQL and Redis, deploy/nginx.conf (TLS) in front of 2 web processes,
+## 2 Celery workers, beat and 3 agents installed by the one-liner on 127.0.0.2-4 (root)
+cluster: dev sandbox test-tools
+	$(PY) -m tests.cluster
 
 ## The fault suite: one fault per case on a services-mode cluster of its own (PostgreSQL
 ## and Redis instances it starts itself); prints each case's recovery time

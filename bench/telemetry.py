@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import random
+import ssl
 import statistics
 import subprocess
 import sys
@@ -118,12 +119,20 @@ def _batch(step0: int, seq: int, task: dict[str, int]) -> str:
 
 
 async def _agent(
-    url: str, credential: str, task: dict[str, int] | None, stop: asyncio.Event, stats: Stats
+    url: str,
+    credential: str,
+    task: dict[str, int] | None,
+    stop: asyncio.Event,
+    stats: Stats,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     from websockets.asyncio.client import connect
 
     headers = {"Authorization": f"Node {credential}"}
-    async with connect(url, additional_headers=headers, open_timeout=60, max_size=None) as ws:
+    options: dict[str, Any] = {"ssl": tls} if tls is not None else {}
+    async with connect(
+        url, additional_headers=headers, open_timeout=60, max_size=None, **options
+    ) as ws:
         seq = 0
         sent_at: dict[int, float] = {}  # heartbeat seq -> time sent
         batches: dict[int, None] = {}  # metric batch seqs in flight

@@ -376,9 +376,13 @@ def test_a_task_of_an_ended_job_stops_without_its_own_long_grace(tmp_path: Path)
 
         await _until(ignoring_sigterm, what="the task ignoring SIGTERM")
         cp.desired = {"node_id": 7, "stop_grace_seconds": 0.3, "ended_jobs": [12], "tasks": []}
-        await agent.reconcile_once(http)
-        await _until(lambda: not pid_alive(pid), 3.0, "the ended job's task killed")
-        await cp.close()
+        try:
+            await agent.reconcile_once(http)
+            await _until(lambda: not pid_alive(pid), 3.0, "the ended job's task killed")
+        finally:  # a failure leaves no stubborn process behind
+            if pid_alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+            await cp.close()
 
     _run(scenario())
 

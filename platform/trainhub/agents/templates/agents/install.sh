@@ -33,6 +33,7 @@ TOKEN_FILE=
 INSECURE=0
 NAME=
 LABELS=
+ADDRESS=
 INDEX_URL=
 SERVICE=1
 UNIT=trainhub-agent.service
@@ -66,6 +67,8 @@ usage: sh install.sh --server URL --token-file PATH [options]
   --no-service       no systemd unit: print the command that runs the agent instead
   --name NAME        the node's name (default: this host's name)
   --labels k=v,...   labels of the node, e.g. zone=eu-1,rack=4
+  --address ADDR     the address other nodes reach this one on (default: the one this
+                     machine reaches the server from)
   --index-url URL    package index for the agent's dependencies (passed to pip)
   -h, --help         this text
 
@@ -83,7 +86,7 @@ parse_args() {
                 opt=${opt%%=*}
                 shift
                 ;;
-            --server | --token | --token-file | --prefix | --name | --labels | --index-url)
+            --server | --token | --token-file | --prefix | --name | --labels | --address | --index-url)
                 [ $# -ge 2 ] || die "$opt needs a value (see --help)"
                 val=$2
                 shift 2
@@ -98,6 +101,7 @@ parse_args() {
             --prefix) PREFIX=$val ;;
             --name) NAME=$val ;;
             --labels) LABELS=$val ;;
+            --address) ADDRESS=$val ;;
             --index-url) INDEX_URL=$val ;;
             --no-service) SERVICE=0 ;;
             -h | --help)
@@ -261,6 +265,9 @@ enroll() {
     set -- enroll --server "$SERVER" --token-file - --state-file "$STATE"
     if [ -n "$NAME" ]; then
         set -- "$@" --name="$NAME"
+    fi
+    if [ -n "$ADDRESS" ]; then
+        set -- "$@" --address="$ADDRESS"
     fi
     if [ -n "$LABELS" ]; then
         set -- "$@" --labels="$LABELS"
