@@ -64,3 +64,19 @@ def wait_metric(cluster: Cluster, job_id: int, name: str, count: int, timeout: f
             return
         assert time.monotonic() < deadline, f"job {job_id} has {series.get(name)} of {name}"
         time.sleep(0.5)
+
+
+def submit_on(cluster: Cluster, host: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Submit `spec` and have it placed on `host` alone: the other nodes are cordoned until
+    it is placed. (Each host keeps its checkpoints on storage of its own, see Host.)"""
+    others = [n["id"] for name, n in cluster.nodes().items() if name != host]
+    for node in others:
+        cluster.api.post(f"/api/v1/nodes/{node}/cordon/").raise_for_status()
+    try:
+        job = submit(cluster, spec)
+        placed = {"starting", "running", *TERMINAL}
+        wait_state(cluster, job["id"], placed, timeout=120)
+    finally:
+        for node in others:
+            cluster.api.post(f"/api/v1/nodes/{node}/uncordon/").raise_for_status()
+    return job

@@ -1,10 +1,10 @@
 """A TrainHub cluster on one machine, as production runs it (issue 31): private PostgreSQL
 and Redis, the shipped `deploy/nginx.conf` (TLS, a certificate of the run's own) in front
 of two `trainhub web` processes, two Celery workers, beat, and three agents, each a
-"host" of its own on 127.0.0.2-4 (its own prefix, work directory, task ports and name),
-installed by the one-line installer against nginx's https URL. The server processes run
-with the settings an operator sets: `TRAINHUB_ENV=production`, one trusted proxy, the
-external URL.
+"host" of its own on 127.0.0.2-4 (its own prefix, work directory, name, task uids and
+checkpoint storage: see Host), installed by the one-line installer against nginx's
+https URL. The server processes run with the settings an operator sets:
+`TRAINHUB_ENV=production`, one trusted proxy, the external URL.
 
 `production_cluster()` is the test fixture's context manager; `python -m tests.cluster`
 (`make cluster`) starts one for people and keeps it until Ctrl-C.
@@ -44,11 +44,19 @@ SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 @dataclass
 class Host:
-    """One agent's machine: where it is installed and the process that runs it."""
+    """One agent's machine: where it is installed, its own disk for checkpoints, its own
+    task uids, and the process that runs it.
+
+    Hosts on one machine share its process table, so each gets a uid range of its own;
+    and a job's uid differs between them, so each keeps its checkpoints on storage of its
+    own (bound at the checkpoint root in the agent's own mount namespace), as separate
+    machines without a shared file system do."""
 
     name: str
     address: str
     prefix: Path
+    uids: str
+    checkpoints: Path
     agent: subprocess.Popen[bytes] | None = None
 
 
@@ -117,10 +125,15 @@ class Cluster:
 
     def start_agent(self, host: Host) -> None:
         env = {**self.node_env(), "HOME": str(host.prefix)}
-        env["TRAINHUB_TASK_DATA_PATHS"] = data_paths()
+        env.update(TRAINHUB_TASK_DATA_PATHS=data_paths(), TRAINHUB_TASK_UID_RANGE=host.uids)
         log = (self.tmp / "logs" / f"agent-{host.name}.log").open("ab")
+        root = self.group.env["TRAINHUB_CHECKPOINT_ROOT"]
+        own_disk = 'mount --bind "$0" "$1" && exec "$2" run'
         host.agent = subprocess.Popen(
-            [str(host.prefix / "bin" / "trainhub-agent"), "run"],
+            [
+                *("unshare", "--mount", "--propagation", "private", "sh", "-c", own_disk),
+                *(str(host.checkpoints), root, str(host.prefix / "bin" / "trainhub-agent")),
+            ],
             env=env,
             cwd=host.prefix,
             stdout=log,
@@ -266,7 +279,7 @@ def production_cluster(tmp: Path, agents: int = 3) -> Iterator[Cluster]:
                 "TRAINHUB_EXTERNAL_URL": url,
                 "TRAINHUB_TRUSTED_PROXIES": "1",
                 "TRAINHUB_DATA_DIR": str(tmp / "data"),
-                # The hosts' checkpoints on storage they share (a network file system).
+                # Where each host's own checkpoint storage is mounted (see Host).
                 "TRAINHUB_CHECKPOINT_ROOT": str(base / "checkpoints"),
                 **task_port_range(),
                 "DJANGO_SUPERUSER_PASSWORD": ADMIN[1],
@@ -290,7 +303,16 @@ def production_cluster(tmp: Path, agents: int = 3) -> Iterator[Cluster]:
         _wait(f"{url}/readyz", bundle, group.exited)
         cluster = Cluster(url, webs, group, tmp, bundle, database, commands)
         for n, address in enumerate(HOSTS[:agents], 1):
-            host = Host(f"host-{n}", address, base / f"host-{n}")
+            first = 300_000 + 1000 * n
+            host = Host(
+                f"host-{n}",
+                address,
+                base / f"host-{n}",
+                uids=f"{first}-{first + 999}",
+                checkpoints=base / f"host-{n}-checkpoints",
+            )
+            host.checkpoints.mkdir(mode=0o711)
+            (base / "checkpoints").mkdir(mode=0o711, exist_ok=True)
             stack.callback(cluster.stop_agent, host)
             issued = cluster.api.post("/api/v1/enrollment-tokens/", json={})
             installed = cluster.install(host, issued.raise_for_status().json()["token"])

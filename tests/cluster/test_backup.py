@@ -10,7 +10,7 @@ import httpx
 import pytest
 from trainhub.standalone.processes import ProcessGroup
 
-from tests.cluster.conftest import TERMINAL, job, movielens, submit, wait_metric, wait_state
+from tests.cluster.conftest import TERMINAL, job, movielens, submit_on, wait_metric, wait_state
 from tests.cluster.harness import Cluster, web_process
 from tests.e2e.cluster import ADMIN
 from tests.instances import Postgres, free_port
@@ -54,9 +54,10 @@ def _sign_in(http: httpx.Client, group: ProcessGroup, timeout: float = 60) -> st
 def test_a_backup_taken_mid_run_restores_into_a_fresh_instance(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    finished = submit(cluster, movielens("before-backup", epochs=2))
+    host = cluster.hosts[0].name
+    finished = submit_on(cluster, host, movielens("before-backup", epochs=2))
     wait_state(cluster, finished["id"], {"succeeded"}, timeout=180)
-    running = submit(cluster, movielens("during-backup", epochs=10000))
+    running = submit_on(cluster, host, movielens("during-backup", epochs=10000))
     wait_metric(cluster, running["id"], "test_rmse", 1, timeout=120)
     dump = cluster.tmp / "trainhub.dump"
     source = cluster.group.env["DATABASE_URL"]

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from tests.cluster.conftest import TERMINAL, movielens, submit, wait_metric, wait_state
+from tests.cluster.conftest import TERMINAL, movielens, submit_on, wait_metric, wait_state
 from tests.cluster.harness import Cluster, trusting
 
 pytestmark = [pytest.mark.slow]
@@ -63,7 +63,7 @@ def _seen_since(cluster: Cluster, moment: datetime) -> bool:
 def test_a_killed_web_process_and_worker_lose_nothing_of_a_running_job(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job = submit(cluster, movielens("failover", epochs=6))
+    job = submit_on(cluster, cluster.hosts[0].name, movielens("failover", epochs=6))
     wait_state(cluster, job["id"], {"running"}, timeout=120)
     wait_metric(cluster, job["id"], "test_rmse", 1, timeout=120)
     calls = Calls(cluster)

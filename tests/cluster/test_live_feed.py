@@ -33,6 +33,9 @@ def test_a_job_page_follows_its_job_live_through_nginx(cluster: Cluster) -> None
                 expect(page.locator("#job-state")).to_have_text("pending")
                 expect(page.locator("#live-status")).to_have_text("live", timeout=15_000)
                 page.evaluate("() => { window.__notReloaded = true; }")
+                # One host for the whole job (each host keeps its own checkpoints).
+                cluster.api.post(f"/api/v1/nodes/{nodes[0]}/uncordon/").raise_for_status()
+                wait_state(cluster, job["id"], {"starting", "running", "succeeded"}, timeout=120)
             finally:
                 for node in nodes:
                     cluster.api.post(f"/api/v1/nodes/{node}/uncordon/").raise_for_status()
