@@ -39,37 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
 
 import httpx  # noqa: E402
-from telemetry import Stats, _agent, _cpu_s, _web_pids  # noqa: E402
+from telemetry import Stats, _agent, _cpu_s, _web_pids, simulated_nodes  # noqa: E402
 
 from tests.cluster.harness import Cluster, production_cluster, trusting  # noqa: E402
 from tests.e2e.cluster import ADMIN  # noqa: E402
-
-
-def _setup(agents: int, senders: int) -> tuple[list[str], list[dict[str, int]]]:
-    """Simulated nodes (and their credentials) and the senders' running tasks."""
-    from trainhub.jobs.models import Job, Task
-    from trainhub.tenancy.choices import Role
-
-    from tests.trainhub.factories import make_node, make_team, make_user, spec
-
-    user = make_user("bench")
-    team = make_team("bench", members={user: Role.MEMBER})
-    credentials, nodes = [], []
-    for i in range(agents):
-        node, credential = make_node(f"sim-{i:04d}", cpus=8, memory_mb=32768)
-        credentials.append(credential)
-        nodes.append(node)
-    tasks = []
-    for i in range(senders):
-        job = Job.objects.create(
-            team=team, name=f"sender-{i}", submitted_by=user, spec=spec(), state="running"
-        )
-        task = Task.objects.create(
-            job=job, role="worker", index=0, cpu=0.5, memory_mb=512, node=nodes[i],
-            state="running", attempt=1,
-        )  # fmt: skip
-        tasks.append({"id": task.pk, "attempt": 1})
-    return credentials, tasks
 
 
 def _processes(cluster: Cluster) -> dict[str, list[int]]:
@@ -219,7 +192,7 @@ def main() -> None:
             import django
 
             django.setup()
-            credentials, tasks = _setup(args.agents, args.senders)
+            _, credentials, tasks = simulated_nodes("bench", "bench", args.agents, args.senders)
             print("agents…", file=sys.stderr, flush=True)
             agents = asyncio.run(_agents(cluster, credentials, tasks, args.seconds))
             print(json.dumps(agents), file=sys.stderr, flush=True)

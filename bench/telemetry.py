@@ -61,6 +61,36 @@ class Stats:
     beating: set[str] = field(default_factory=set)  # agents with a heartbeat acknowledged
 
 
+def simulated_nodes(
+    username: str, team_slug: str, agents: int, senders: int
+) -> tuple[Any, list[str], list[dict[str, int]]]:
+    """A member of a new team; `agents` enrolled nodes and their credentials; a running
+    worker task (its key) on each of the first `senders` nodes, to stream metrics for."""
+    from trainhub.jobs.models import Job, Task
+    from trainhub.tenancy.choices import Role
+
+    from tests.trainhub.factories import make_node, make_team, make_user, spec
+
+    user = make_user(username)
+    team = make_team(team_slug, members={user: Role.MEMBER})
+    credentials, nodes = [], []
+    for i in range(agents):
+        node, credential = make_node(f"sim-{i:04d}", cpus=8, memory_mb=32768)
+        credentials.append(credential)
+        nodes.append(node)
+    tasks = []
+    for i in range(senders):
+        job = Job.objects.create(
+            team=team, name=f"sender-{i}", submitted_by=user, spec=spec(), state="running"
+        )
+        task = Task.objects.create(
+            job=job, role="worker", index=0, cpu=0.5, memory_mb=512, node=nodes[i],
+            state="running", attempt=1,
+        )  # fmt: skip
+        tasks.append({"id": task.pk, "attempt": 1})
+    return user, credentials, tasks
+
+
 def _setup(agents: int, senders: int) -> tuple[list[str], list[dict[str, int]], int]:
     """Nodes and their credentials, the senders' task keys, the 1M-point job's id."""
     import django
@@ -70,36 +100,10 @@ def _setup(agents: int, senders: int) -> tuple[list[str], list[dict[str, int]], 
     call_command("migrate", verbosity=0)
     from django.db import connection
     from job_page import _load_job
-    from trainhub.jobs.models import Job, Task
-    from trainhub.tenancy.choices import Role
 
-    from tests.trainhub.factories import make_node, make_team, make_user, spec
-
-    alice = make_user("alice")
+    alice, credentials, tasks = simulated_nodes("alice", "recsys", agents, senders)
     alice.set_password(PASSWORD)
     alice.save()
-    team = make_team("recsys", members={alice: Role.MEMBER})
-    credentials, nodes = [], []
-    for i in range(agents):
-        node, credential = make_node(f"sim-{i:04d}", cpus=8, memory_mb=32768)
-        credentials.append(credential)
-        nodes.append(node)
-    tasks = []
-    for i in range(senders):
-        job = Job.objects.create(
-            team=team, name=f"sender-{i}", submitted_by=alice, spec=spec(), state="running"
-        )
-        task = Task.objects.create(
-            job=job,
-            role="worker",
-            index=0,
-            cpu=0.5,
-            memory_mb=512,
-            node=nodes[i],
-            state="running",
-            attempt=1,
-        )
-        tasks.append({"id": task.pk, "attempt": 1})
     big = _load_job(alice, SERIES_POINTS, names=("loss",))  # one series of 1M points
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")

@@ -34,7 +34,7 @@ from trainhub.standalone.processes import (
     worker_command,
 )
 
-from tests.e2e.cluster import ADMIN, data_paths, sandbox_base, task_port_range
+from tests.e2e.cluster import ADMIN, data_paths, sandbox_base, setup_database, task_port_range
 from tests.instances import Postgres, Redis, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,25 +218,6 @@ def nginx_config(tmp: Path, port: int, webs: list[int], crt: Path, key: Path) ->
     return conf
 
 
-def _setup_database(env: dict[str, str]) -> None:
-    setup = [
-        ("migrate", "--noinput"),
-        ("createsuperuser", "--noinput", "--username", ADMIN[0], "--email", "a@example.com"),
-        ("create_team", "recsys", "--cpu", "6", "--memory-mb", "16384", "--admin", ADMIN[0]),
-    ]
-    script = (
-        f"from django.core.management import call_command\nfor c in {setup!r}: call_command(*c)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "trainhub.cli", "manage", "shell", "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, f"setting up the database failed:\n{done.stdout}\n{done.stderr}"
-
-
 def _wait(url: str, bundle: Path | bool, exited: Callable[[], object], timeout: float = 60) -> None:
     """Until `url` answers 2xx; fails once `exited()` is truthy (a process died)."""
     deadline = time.monotonic() + timeout
@@ -285,7 +266,7 @@ def production_cluster(tmp: Path, agents: int = 3) -> Iterator[Cluster]:
                 "DJANGO_SUPERUSER_PASSWORD": ADMIN[1],
             }
         )
-        _setup_database(env)
+        setup_database(env, team_cpu=6)
         crt, key, bundle = certificate(tmp)
         group = ProcessGroup(env=env, log_dir=tmp / "logs")
         stack.callback(group.stop)

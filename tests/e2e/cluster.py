@@ -153,28 +153,7 @@ def services_cluster(
         }
     )
 
-    def manage(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "trainhub.cli", "manage", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, f"manage {args} failed:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    # One process for the three commands: each Django start costs seconds on a busy machine.
-    setup = [
-        ("migrate", "--noinput"),
-        ("createsuperuser", "--noinput", "--username", ADMIN[0], "--email", "a@example.com"),
-        ("create_team", "recsys", "--cpu", "2", "--memory-mb", "16384", "--admin", ADMIN[0]),
-    ]
-    manage(
-        "shell",
-        "-c",
-        f"from django.core.management import call_command\nfor c in {setup!r}: call_command(*c)",
-    )
+    setup_database(env, team_cpu=2)
     group = ProcessGroup(env=env, log_dir=tmp / "logs")
     try:
         group.start("web", web_command("127.0.0.1", port))
@@ -196,6 +175,29 @@ def services_cluster(
     finally:
         group.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def setup_database(env: dict[str, str], team_cpu: float) -> None:
+    """Migrate, create the admin (DJANGO_SUPERUSER_PASSWORD in `env`) and the team `recsys`
+    with `team_cpu` cores of quota, in one process: each Django start costs seconds on a
+    busy machine."""
+    admin = ("--admin", ADMIN[0])
+    setup = [
+        ("migrate", "--noinput"),
+        ("createsuperuser", "--noinput", "--username", ADMIN[0], "--email", "a@example.com"),
+        ("create_team", "recsys", "--cpu", f"{team_cpu:g}", "--memory-mb", "16384", *admin),
+    ]
+    script = (
+        f"from django.core.management import call_command\nfor c in {setup!r}: call_command(*c)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "trainhub.cli", "manage", "shell", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"setting up the database failed:\n{done.stdout}\n{done.stderr}"
 
 
 def with_env(command: list[str], extra: dict[str, str] | None) -> list[str]:
