@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         create_table,
         create_variable,
     )
+    from ps_runtime.server.model_export import load_model
     from ps_runtime.server.optimizers import SGD, Adagrad
 
 # Heavier names (grpc, numpy) load on first attribute access.
@@ -34,6 +35,7 @@ _LAZY = {
     "SGD": "ps_runtime.server.optimizers",
     "Adagrad": "ps_runtime.server.optimizers",
     "per_worker": "ps_runtime.coordinator.closures",
+    "load_model": "ps_runtime.server.model_export",
 }
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "RemoteValue",
     "create_table",
     "create_variable",
+    "load_model",
     "per_worker",
     "phase",
     "report",

@@ -4,7 +4,7 @@
 gradients pushed in backward, the table's optimizer applied on the PS);
 `PSParameters` puts the dense parameters of any `nn.Module` on the PS (one flat float32
 variable: a step is one pull and one push) and binds them to a worker's copy of the
-module (`pull`, `push`, `flush`).
+module (`pull`, `push`, `flush`); `load_model` reads an exported model as tensors.
 
 The only package of the runtime that imports torch (the distribution's `torch`
 extra); importing `ps_runtime` itself never does.
@@ -22,6 +22,14 @@ except ModuleNotFoundError as e:  # the runtime was installed without its extra
     ) from e
 
 from ps_runtime.pytorch.embedding import PSEmbedding
+from ps_runtime.pytorch.model import TorchModel, TorchTable, load_model
 from ps_runtime.pytorch.parameters import BoundParameters, PSParameters
 
-__all__ = ["BoundParameters", "PSEmbedding", "PSParameters"]
+__all__ = [
+    "BoundParameters",
+    "PSEmbedding",
+    "PSParameters",
+    "TorchModel",
+    "TorchTable",
+    "load_model",
+]
