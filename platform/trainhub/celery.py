@@ -34,6 +34,12 @@ def _install_beat_schedule(sender: Celery, **_: object) -> None:
         sender.signature("trainhub.telemetry.tasks.check_stalls"),
         name="stall check",
     )
+    # Experiments move on when a trial's job ends; this covers a lost message.
+    sender.add_periodic_task(
+        10.0,
+        sender.signature("trainhub.experiments.tasks.advance_all"),
+        name="experiments",
+    )
     if settings.TELEMETRY_RETENTION_DAYS > 0:
         sender.add_periodic_task(
             settings.TELEMETRY_RETENTION_INTERVAL_SECONDS,

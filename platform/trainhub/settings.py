@@ -80,8 +80,10 @@ INSTALLED_APPS = [
     "trainhub.nodes",
     "trainhub.jobs",
     "trainhub.telemetry",
+    "trainhub.registry",
     "trainhub.scheduling",
     "trainhub.notifications",
+    "trainhub.experiments",
     "trainhub.agents",
     "trainhub.api",
     "trainhub.web",
@@ -212,6 +214,7 @@ EVENT_HANDLERS = [
     "trainhub.scheduling.triggers.on_event",
     "trainhub.agents.notify.on_event",
     "trainhub.notifications.handlers.on_event",
+    "trainhub.experiments.handlers.on_event",
 ]
 
 # What a team's jobs use and hold, for the team admin (tenancy sits below jobs, so it reads
@@ -365,6 +368,8 @@ TASK_PORT_RANGE = (
     int(os.environ.get("TRAINHUB_TASK_PORT_MAX", "31999")),
 )
 CHECKPOINT_ROOT = os.environ.get("TRAINHUB_CHECKPOINT_ROOT", str(DATA_DIR / "checkpoints"))
+# Registered models (`trainhub.registry`): one zip per version, `<team>/<name>/<version>.zip`.
+MODEL_ROOT = os.environ.get("TRAINHUB_MODEL_ROOT", str(DATA_DIR / "models"))
 # Users' code archives (POST /api/v1/code/): the upload limit, and where they are kept.
 CODE_MAX_BYTES = int(float(os.environ.get("TRAINHUB_CODE_MAX_MB", "100")) * 1024 * 1024)
 CODE_DIR = DATA_DIR / "code"

@@ -1,12 +1,14 @@
 """Task identities leased per node: one uid (its gid is the same number) per job.
 
 A root agent runs each job's tasks as a uid from `TRAINHUB_TASK_UID_RANGE`. A job first
-asks for `range[job_id % len(range)]` (so the same job gets the same uid on every node
-in the ordinary case, which a shared checkpoint directory needs), and gets the next free
-one when that is taken. A uid is leased to one job until nothing of that job remains on
-the node: no live task and no checkpoint directory of it. It is never handed to another
-job while a process runs as it. The table lives in the agent's state directory
-(`identities.json`, 0600), so a restarted agent keeps its leases.
+asks for `range[owner % len(range)]`, owner being the job whose checkpoint directory it
+uses (itself, or the earlier run of a trial it continues), so the same directory gets the
+same uid on every node in the ordinary case, which a shared checkpoint root needs; it
+gets the next free one when that is taken, and a job continuing an ended job's checkpoint
+directory on this node takes over that job's lease. A uid is leased to one job until
+nothing of that job remains on the node: no live task and no checkpoint directory of it.
+It is never handed to another job while a process runs as it. The table lives in the
+agent's state directory (`identities.json`, 0600), so a restarted agent keeps its leases.
 """
 
 from __future__ import annotations
@@ -97,9 +99,12 @@ class Identities:
                     self._save()
                 return held.uid, held.uid
             self._release_unused(live_jobs)
+            inherited = self._inherit(job_id, checkpoint_dir, live_jobs)
+            if inherited is not None:
+                return inherited, inherited
             taken = {lease.uid for lease in self._leases.values()}
             running = self._processes()
-            start = job_id % len(self._uids)
+            start = _owner(job_id, checkpoint_dir) % len(self._uids)
             for offset in range(len(self._uids)):
                 uid = self._uids[(start + offset) % len(self._uids)]
                 if uid not in taken and uid not in running:
@@ -113,6 +118,22 @@ class Identities:
             "whose tasks or checkpoint directories remain on this node: remove old "
             "checkpoint directories or widen the range"
         )
+
+    def _inherit(
+        self, job_id: int, checkpoint_dir: str | None, live_jobs: Collection[int]
+    ) -> int | None:
+        """The uid of an ended job whose checkpoint directory this job continues (a
+        promoted trial): the directory's files are that uid's. Moved, not shared."""
+        if not checkpoint_dir:
+            return None
+        for other, lease in list(self._leases.items()):
+            if lease.checkpoint_dir == checkpoint_dir and other not in live_jobs:
+                del self._leases[other]
+                self._leases[job_id] = Lease(lease.uid, checkpoint_dir)
+                self._save()
+                logger.info("job %s: uid %d, with job %s's checkpoints", job_id, lease.uid, other)
+                return lease.uid
+        return None
 
     def _release_unused(self, live_jobs: Collection[int]) -> None:
         for job_id, lease in list(self._leases.items()):
@@ -156,3 +177,13 @@ class Identities:
         with os.fdopen(fd, "w") as out:
             json.dump(data, out)
         os.replace(tmp, self._path)
+
+
+def _owner(job_id: int, checkpoint_dir: str | None) -> int:
+    """The job whose uid this job asks for first: the owner of its checkpoint directory
+    (`job-<id>`, a trial run continuing an earlier one's) or itself, so every node of a
+    shared checkpoint root gives the directory's files the same uid."""
+    name = os.path.basename(os.path.normpath(checkpoint_dir)) if checkpoint_dir else ""
+    if name.startswith("job-") and name[4:].isdigit():
+        return int(name[4:])
+    return job_id

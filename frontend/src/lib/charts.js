@@ -33,9 +33,12 @@ function themeColor(el, name, fallback) {
 
 /** One uPlot chart per metric name; several keyed lines per chart. */
 export class Charts {
-  constructor(root, emptyNote) {
+  /** `xName`: what the x axis counts when it is not steps (the experiment page's budget,
+   * "epochs"); the view's x stays "step", which draws the points where they are. */
+  constructor(root, emptyNote, { xName = null } = {}) {
     this.root = root;
     this.emptyNote = emptyNote;
+    this.xName = xName;
     this.charts = new Map(); // name -> {el, plot, lines: Map(key -> {label, line, color})}
     this.keyColors = new Map(); // key -> colour, the same on every chart (compare page)
     this.view = { log: false, smoothing: 0, x: "step" }; // how every chart draws (setView)
@@ -180,7 +183,8 @@ export class Charts {
     const grid = themeColor(this.root, "--border-soft", "#eef0f3");
     const axis = { stroke: muted, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
     const x = this.view.x;
-    const series = [{ label: x, value: (_u, v) => formatX(x, v, compactNumber) || "—" }];
+    const xName = x === "step" && this.xName ? this.xName : x;
+    const series = [{ label: xName, value: (_u, v) => formatX(x, v, compactNumber) || "—" }];
     const bands = [];
     const hidden = [];
     for (const { label, color } of chart.lines.values()) {
@@ -219,7 +223,7 @@ export class Charts {
         // uPlot zooms on a drag across the chart and zooms out on a double-click.
         scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
         axes: [
-          { ...axis, label: axisLabel(x), values: (_u, ticks) => ticks.map((t) => formatX(x, t, compactNumber)) },
+          { ...axis, label: axisLabel(xName), values: (_u, ticks) => ticks.map((t) => formatX(x, t, compactNumber)) },
           { ...axis, values: (_u, ticks) => ticks.map(compactNumber) },
         ],
         series,

@@ -4,9 +4,11 @@
 // pattern: arrow keys, Home and End move between them. A code archive chosen in the form
 // is uploaded at once (submit/code.js). The YAML tab's editor (submit/yamleditor.js,
 // CodeMirror) is loaded when that tab is first shown; the textarea under it stays the field.
+// Below both tabs, the search section turns the job into an experiment (submit/search.js).
 
 import "./base.js";
 import { setupCodeUpload } from "./submit/code.js";
+import { setupSearchSection } from "./submit/search.js";
 
 const form = document.getElementById("job-form");
 
@@ -88,6 +90,9 @@ if (form) {
 
   const archive = form.elements.namedItem("code_file");
   if (archive) setupCodeUpload(form, archive);
+
+  const search = form.elements.namedItem("experiment");
+  if (search) setupSearchSection(search);
 
   for (const tab of tabs) {
     tab.addEventListener("click", (event) => {

@@ -1,4 +1,5 @@
-"""`trainhub login|submit|jobs|describe|logs|cancel|scale|nodes|quota|whatif`: the REST API
+"""`trainhub login|submit|jobs|describe|logs|cancel|scale|nodes|quota|whatif` and the
+experiment commands (`cli/experiments.py`): the REST API
 from a terminal. Tables for people, `--json` for scripts.
 
 Exit codes: 0 done; 1 the server refused the request (the message says why); 2 bad usage;
@@ -19,6 +20,7 @@ from trainhub.jobs.jobspec import JobSpec
 from . import config
 from .api_client import ApiError, signed_in
 from .errors import EXIT_LOGIN, EXIT_REFUSED, EXIT_SERVER, CommandError
+from .experiments import add_commands as _add_experiments
 from .login import add_command as _add_login
 from .output import amount, print_json, print_table
 from .submission import submit
@@ -82,6 +84,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("team", nargs="?")
 
     _add_whatif(command)
+    _add_experiments(command)
 
 
 def _run(handler: Any) -> Any:

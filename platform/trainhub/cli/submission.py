@@ -17,7 +17,9 @@ from .errors import EXIT_USAGE, CommandError
 from .output import print_json
 
 
-def submit(args: argparse.Namespace) -> None:
+def read_document(args: argparse.Namespace) -> tuple[ApiClient, dict[str, Any]]:
+    """The spec file of `args.spec` (with `--team` and `--code` applied) and a signed-in
+    client; sent as written: the server answers with errors naming the fields."""
     try:
         with args.spec.open("rb") as f:
             text = f.read(MAX_SPEC_BYTES + 1)  # one byte over is enough to refuse it
@@ -34,6 +36,11 @@ def submit(args: argparse.Namespace) -> None:
     client = signed_in()
     if args.code is not None:
         document["code"] = _upload_code(client, args.code, document.get("team"))
+    return client, document
+
+
+def submit(args: argparse.Namespace) -> None:
+    client, document = read_document(args)
     # Sent as written: the server validates it and answers with errors naming the fields.
     if args.dry_run:
         _print_preview(client.post("/jobs/?dry_run=true", document), json_out=args.json)

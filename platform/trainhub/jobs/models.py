@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from typing import Any
 
@@ -77,6 +78,16 @@ class Job(models.Model):
     # When the running job was found stalled (`jobs.stalls`: no progress for longer than its
     # limit); None while it progresses, and again once it resumes or is restarted.
     stalled_at = models.DateTimeField(null=True, blank=True)
+    # The job whose checkpoint directory this one continues (a promoted trial of an
+    # experiment resumes where its last run stopped); None: its own directory.
+    checkpoints_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Held jobs wait in the queue whatever the capacity (their experiment is paused).
+    held = models.BooleanField(default=False, db_default=False)
+    # Borrowed capacity is reclaimed from such jobs before others (an experiment's trials:
+    # they stop at checkpoints anyway).
+    reclaim_first = models.BooleanField(default=False, db_default=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -91,6 +102,12 @@ class Job(models.Model):
     def job_spec(self) -> JobSpec:
         """The stored spec, typed (a job's spec never changes after it is submitted)."""
         return JobSpec.from_dict(self.spec)
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """Where the job's coordinator saves and restores its checkpoints."""
+        owner = self.checkpoints_of_id or self.pk
+        return os.path.join(settings.CHECKPOINT_ROOT, f"job-{owner}")
 
     @property
     def requested(self) -> Resources:

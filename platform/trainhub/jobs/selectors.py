@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -105,7 +104,7 @@ def _task_environment(task: Task, cluster: ClusterSpec) -> TaskEnvironment:
         index=task.index,
         cluster=cluster,
         bind=bind,
-        checkpoint_dir=os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
+        checkpoint_dir=job.checkpoint_dir,
         entrypoint=spec.entrypoint if spec else None,
         args=dict(spec.args) if spec else {},
         checkpoint_every_seconds=float(spec.checkpoint_every_seconds) if spec else None,

@@ -13,6 +13,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("waiting for the scheduler", "not_scheduled_yet"),
     ("waiting for the next scheduling cycle", "not_scheduled_yet"),
     ("requeued after a preemption", "requeued"),
+    ("held:", "held"),
     ("waiting behind job", "queue_order"),
     ("capacity reclaimed for it", "reclaiming"),
     ("its team's idle quota is lent out", "quota_lent_out"),

@@ -159,6 +159,7 @@ _JOB_FIELDS = (
     "started_at",
     "pending_since",
     "preemptions",
+    "reclaim_first",
 )
 
 
@@ -295,6 +296,7 @@ def _job(
         preemptions=job["preemptions"],
         ps_replication=spec.ps_replication,
         avoid_nodes=avoid,
+        reclaim_first=job["reclaim_first"],
     )
 
 
@@ -344,6 +346,8 @@ def read_cluster(now: datetime) -> ClusterView:
     # Jobs the policy decides on, and finished jobs whose tasks still hold their nodes.
     jobs = (
         Job.objects.filter(Q(state__in=list(_POLICY_STATE)) | Q(pk__in=active.values("job_id")))
+        # A held job waits whatever the capacity: the policy does not see it.
+        .exclude(state=JobState.PENDING, held=True)
         .order_by("id")
         .annotate(spec_md5=MD5(Cast("spec", TextField())))
         .values(*_JOB_FIELDS)

@@ -32,6 +32,8 @@ def navigation(request: HttpRequest) -> dict[str, object]:
     items = [
         NavItem("Dashboard", reverse("web-dashboard"), "dashboard"),
         NavItem("Jobs", reverse("web-job-list"), "jobs"),
+        NavItem("Experiments", reverse("web-experiment-list"), "experiments"),
+        NavItem("Models", reverse("web-model-list"), "models"),
     ]
     if can_submit:
         items.append(NavItem("Submit", reverse("web-job-new"), "submit"))

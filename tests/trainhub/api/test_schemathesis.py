@@ -14,12 +14,17 @@ from pathlib import Path
 
 import httpx
 from django.core.cache import cache
+from django.utils import timezone
+from trainhub.experiments.services import create_experiment
+from trainhub.experiments.spec import parse_experiment
 from trainhub.nodes.services import create_enrollment_token
 from trainhub.notifications.services import create_webhook
 from trainhub.tenancy.choices import Role
 from trainhub.tenancy.tokens import issue_token
 
-from ..factories import make_job, make_node, make_team, make_user
+from ..factories import make_job, make_node, make_team, make_user, spec
+
+PARAMS = {"lr": {"type": "log_uniform", "low": 0.001, "high": 0.1}}
 
 BIN = Path(sys.executable).parent
 HERE = Path(__file__).parent
@@ -32,6 +37,14 @@ def test_the_api_keeps_its_schema_under_fuzzing(web_server: str, tmp_path: Path)
     make_team("recsys", members={root: Role.ADMIN}, cpu=8, memory_mb=16384)
     node, _ = make_node(cpus=8, memory_mb=16384)
     job = make_job(root)
+    job_spec, search = parse_experiment(
+        {
+            **spec(name="fuzz-search"),
+            "search": {"method": "random", "metric": "loss", "max_trials": 2, "params": PARAMS},
+        },
+        user=root,
+    )
+    experiment = create_experiment(user=root, spec=job_spec, search=search, now=timezone.now())
     enrollment = create_enrollment_token(created_by=root)
     spare = issue_token(user=root, expires_at=None)  # the one DELETE tokens/{id} may revoke
     hook = create_webhook(url="https://hooks.example.com/x", user=root).webhook
@@ -40,6 +53,7 @@ def test_the_api_keeps_its_schema_under_fuzzing(web_server: str, tmp_path: Path)
     ).json()["token"]
     real_ids = {
         "jobs": {"id": job.pk},
+        "experiments": {"id": experiment.pk},
         "nodes": {"id": node.pk},
         "teams": {"slug": "recsys", "username": "root"},
         "users": {"username": "root"},

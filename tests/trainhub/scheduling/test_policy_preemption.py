@@ -84,6 +84,20 @@ def test_lower_priority_gives_way_first() -> None:
     assert _preempted(snap) == [2]
 
 
+def test_an_experiments_trials_give_borrowed_capacity_back_before_ordinary_jobs() -> None:
+    # The trial would lose more work (290 s against 100 s); it goes first all the same.
+    trial = replace(_running(2, "b", 4, ran=890.0), reclaim_first=True)
+    snap = _cluster(_running(1, "b", 4, priority="normal", ran=1_000.0), trial, _owner_needs(4))
+    assert _preempted(snap) == [2]
+    # Without the mark, the job that loses least work gives way instead.
+    snap = _cluster(
+        _running(1, "b", 4, priority="normal", ran=1_000.0),
+        replace(trial, reclaim_first=False),
+        _owner_needs(4),
+    )
+    assert _preempted(snap) == [1]
+
+
 def test_at_equal_priority_the_job_that_loses_least_work_gives_way() -> None:
     # Job 1 ran longer but checkpointed 100 s ago; job 2 last checkpointed 290 s ago.
     snap = _cluster(

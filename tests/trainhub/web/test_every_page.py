@@ -20,6 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from trainhub.tenancy.choices import Role
 
 from ..factories import make_job, make_node, make_team, make_user
+from .test_experiments import make_experiment
 
 WEB = "tests/trainhub/web"
 E2E = "tests/e2e/web"
@@ -58,6 +59,18 @@ CHECKS: dict[str, Checks] = {
     "web-job-detail": Checks(
         f"{WEB}/test_job_detail.py::test_query_counts_of_the_page_and_its_fragments",
         f"{E2E}/test_job_page.py::test_a_member_watches_a_running_job_and_cancels_it",
+    ),
+    "web-model-list": Checks(
+        f"{WEB}/test_models.py::test_the_models_page_makes_a_fixed_number_of_queries",
+        f"{E2E}/test_models.py::test_a_member_opens_the_models_page_from_the_navigation",
+    ),
+    "web-experiment-list": Checks(
+        f"{WEB}/test_experiments.py::test_page_body_and_list_take_a_fixed_number_of_queries",
+        f"{E2E}/test_experiments.py::test_the_experiment_page_follows_its_trials_live",
+    ),
+    "web-experiment-detail": Checks(
+        f"{WEB}/test_experiments.py::test_page_body_and_list_take_a_fixed_number_of_queries",
+        f"{E2E}/test_experiments.py::test_the_experiment_page_follows_its_trials_live",
     ),
     "web-node-list": Checks(
         f"{WEB}/test_nodes.py::test_the_node_pages_take_a_fixed_number_of_queries",
@@ -126,6 +139,7 @@ def kwargs(db: Any) -> dict[str, Any]:
     node, _ = make_node()
     return {
         "job_id": make_job(alice, team="recsys").pk,
+        "experiment_id": make_experiment(alice).pk,
         "node_id": node.pk,
         "slug": "recsys",
         "username": "alice",

@@ -330,25 +330,25 @@ def test_query_counts_of_the_page_and_its_fragments(
 ) -> None:
     client = _client(world.alice)
     url = f"/jobs/{world.job.pk}/"
-    # session, user, navigation, job, 3 policies, tasks, events, checkpoint events
-    _queries(django_assert_num_queries, client, url, 10)
+    # session, user, navigation, job, 3 policies, tasks, events, checkpoint events, trial
+    _queries(django_assert_num_queries, client, url, 11)
     # session, user, job, the pending jobs to rank, and runtimes for the forecast (none
     # yet: no cluster read)
     _queries(django_assert_num_queries, client, f"{url}queue/", 5, headers=HTMX)
     running_job(world.job, world.node)
     for i in range(30):
         world.job.events.create(time=timezone.now(), kind="scale", reason=f"n{i}", actor="x")
-    _queries(django_assert_num_queries, client, url, 10)
+    _queries(django_assert_num_queries, client, url, 11)
     _queries(django_assert_num_queries, client, f"{url}tasks/", 4, headers=HTMX)
     _queries(django_assert_num_queries, client, f"{url}queue/", 3, headers=HTMX)
     Job.objects.filter(pk=world.job.pk).update(state=JobState.SUCCEEDED)
     # finished: clone policy only, plus the coordinator's result
-    _queries(django_assert_num_queries, client, url, 9)
+    _queries(django_assert_num_queries, client, url, 10)
 
 
 def test_query_count_for_a_platform_admin(world: World, django_assert_num_queries: Any) -> None:
     # A superuser's policies and navigation ask nothing of the database.
-    _queries(django_assert_num_queries, _client(world.root), f"/jobs/{world.job.pk}/", 6)
+    _queries(django_assert_num_queries, _client(world.root), f"/jobs/{world.job.pk}/", 7)
 
 
 def test_a_failed_job_shows_each_tasks_cause_and_hint_and_why_it_failed(world: World) -> None:

@@ -151,5 +151,6 @@ def advance_preemption(job: Job, *, now: datetime, grace_seconds: float | None =
         now=now,
         pending_since=now,
         preempted_at=None,
-        pending_reason="requeued after a preemption",
+        # A held job says why it waits (`holds.hold_job`).
+        pending_reason=job.pending_reason if job.held else "requeued after a preemption",
     )

@@ -72,8 +72,18 @@ def check_submission(*, spec: JobSpec) -> None:
 
 
 @transaction.atomic
-def submit_job(*, user: User, spec: JobSpec, now: datetime, reason: str = "submitted") -> Job:
-    """Create a pending job from a validated spec (see `parse_job_spec`).
+def submit_job(
+    *,
+    user: User,
+    spec: JobSpec,
+    now: datetime,
+    reason: str = "submitted",
+    checkpoints_of: Job | None = None,
+    reclaim_first: bool = False,
+) -> Job:
+    """Create a pending job from a validated spec (see `parse_job_spec`). `checkpoints_of`:
+    the job whose checkpoints it continues; `reclaim_first`: borrowed capacity is taken
+    back from it before other jobs (an experiment's trials).
 
     Raises:
         PriorityCapExceeded: the team's cap for the job's priority has no room for it.
@@ -89,6 +99,8 @@ def submit_job(*, user: User, spec: JobSpec, now: datetime, reason: str = "submi
         spec=spec.to_dict(),
         runtime_token=secrets.token_urlsafe(32),
         pending_reason="waiting for the scheduler",
+        checkpoints_of=checkpoints_of,
+        reclaim_first=reclaim_first,
     )
     record_event(
         job, kind="submitted", to_state=JobState.PENDING, reason=reason, actor=str(user), now=now

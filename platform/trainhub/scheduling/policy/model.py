@@ -105,6 +105,8 @@ class Job:
     # Nodes where this job's tasks just failed at start: placing it again prefers others
     # (`Capacity.place_gang`), and uses these only when nothing else fits.
     avoid_nodes: frozenset[int] = frozenset()
+    # Borrowed capacity is taken back from such jobs first (an experiment's trials).
+    reclaim_first: bool = False
 
     @property
     def weight(self) -> int:

@@ -93,13 +93,13 @@ def _victims(st: CycleState) -> _Victims:
     cap = st.book.capacity
     min_run = st.snapshot.config.min_borrowed_run_seconds
 
-    def preempt_order(rj: RunningJob) -> tuple[bool, float, float, float, float, int]:
+    def preempt_order(rj: RunningJob) -> tuple[bool, bool, float, float, float, float, int]:
         j = rj.job
         ran = now - (j.started_at if j.started_at is not None else now)
         held = rj.held.as_tuple()
         size = max((held[r] / cap[r] for r in range(3) if cap[r] > 0), default=0.0)
         young = ran < min_run and any(t.borrowed for t in rj.tasks)
-        return (young, j.weight, j.work_at_risk(now), ran, size, j.id)
+        return (young, not j.reclaim_first, j.weight, j.work_at_risk(now), ran, size, j.id)
 
     victims = _Victims(
         cpu_on_gpu=sorted(

@@ -8,7 +8,6 @@ fragments of their own, so a task change re-renders the table, not the page.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import yaml
@@ -21,6 +20,7 @@ from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from trainhub.experiments.models import Trial
 from trainhub.jobs.choices import JOB_TERMINAL, JobState
 from trainhub.jobs.models import Job, Task
 from trainhub.jobs.policies import can_cancel, can_clone, can_scale
@@ -146,10 +146,14 @@ def page_context(request: HttpRequest, job: Job, **actions: Any) -> dict[str, An
         "events": newest[:EVENTS_SHOWN][::-1],
         "events_truncated": len(newest) > EVENTS_SHOWN,
         "checkpoint_events": checkpoint_events,
-        "checkpoint_dir": os.path.join(settings.CHECKPOINT_ROOT, f"job-{job.pk}"),
+        "checkpoint_dir": job.checkpoint_dir,
         "result_rows": result_rows(coordinator_result(job.pk)) if job.state in JOB_TERMINAL else [],
         "telemetry_notices": telemetry_notices(job),
         "preparing_note": PREPARING_NOTE,
+        # The trial this job runs (an experiment's), if any.
+        "trial": Trial.objects.filter(first_job_id=job.checkpoints_of_id or job.pk)
+        .select_related("experiment")
+        .first(),
     }
 
 

@@ -19,6 +19,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
+from trainhub.experiments.selectors import with_trials
 from trainhub.jobs.choices import JobState, Priority
 from trainhub.jobs.filters import JobFilter
 from trainhub.jobs.models import Job
@@ -68,7 +69,12 @@ def run_time(job: Job, now: datetime) -> str:
     """`4 min 10 s`, `2 h 5 min`: from its start to its end (or now, while it runs)."""
     if job.started_at is None:
         return ""
-    seconds = int(((job.finished_at or now) - job.started_at).total_seconds())
+    return span_text(job.started_at, job.finished_at, now)
+
+
+def span_text(started: datetime, finished: datetime | None, now: datetime) -> str:
+    """`4 min 10 s`, `2 h 5 min`: from `started` to `finished` (or now, while it runs)."""
+    seconds = int(((finished or now) - started).total_seconds())
     if seconds < 60:
         return f"{max(seconds, 0)} s"
     if seconds < 3600:
@@ -78,7 +84,7 @@ def run_time(job: Job, now: datetime) -> str:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = (
+    jobs = with_trials(
         Job.objects.visible_to(request.user)
         .select_related("team", "submitted_by")
         .defer("spec", "runtime_token")

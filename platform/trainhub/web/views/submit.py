@@ -4,6 +4,8 @@ Both editors post the same spec document to the API's validation (`parse_job_spe
 submission (`submit_job`); the preview is `scheduling.preview`, as `?dry_run=true` is.
 A code archive chosen in the form is kept as `POST /api/v1/code/` keeps it
 (`web.codeupload`): at once by `/jobs/new/code/`, or with the form when it is submitted.
+With the search section ticked (`web.search_forms`), the same job plus its search block
+is submitted as an experiment (`parse_experiment`, `create_experiment`) instead.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from django.views.decorators.http import require_POST
 from rest_framework.exceptions import ValidationError
 from rest_framework.throttling import UserRateThrottle
 
+from trainhub.experiments.searchspec import SearchSpec, SearchSpecError
+from trainhub.experiments.services import create_experiment
+from trainhub.experiments.spec import parse_experiment
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import PriorityCapExceeded, submit_job
@@ -44,6 +49,7 @@ from ..forms import (
     dump_yaml,
     spec_errors,
 )
+from ..search_forms import ENABLED, INITIAL, SearchForm
 from ..yamllines import locate_errors
 
 TABS = ("form", "yaml")
@@ -189,17 +195,53 @@ def _starting_document(request: HttpRequest, teams: list[tuple[str, str]]) -> di
     return document
 
 
-def _page(request: HttpRequest, editors: Editors, **extra: Any) -> HttpResponse:
+def _page(
+    request: HttpRequest, editors: Editors, search: SearchForm | None = None, **extra: Any
+) -> HttpResponse:
     return render(
         request,
         "web/job_new.html",
         {
             "section": "submit",
             "editors": editors,
+            "search": search if search is not None else SearchForm(initial=INITIAL),
             "examples": EXAMPLE_ENTRYPOINTS,
             **extra,
         },
     )
+
+
+def _submit_experiment(request: HttpRequest, editors: Editors, search: SearchForm) -> HttpResponse:
+    """The page's job plus the search section as an experiment (`parse_experiment`, as
+    `POST /api/v1/experiments/` reads it); its page, or this one with the errors."""
+    try:
+        block: dict[str, Any] | None = search.document()
+    except SpecDocumentError as exc:
+        search.add_errors([(exc.path, exc.message)])
+        block = None
+    if editors.spec is None or block is None:
+        if block is not None:  # the job is refused: say what is wrong with the search too
+            try:
+                SearchSpec.from_dict(block)
+            except SearchSpecError as exc:
+                search.add_errors(exc.errors.items())
+        return _page(request, editors, search)
+    assert isinstance(request.user, User)
+    document = {**editors.spec.to_dict(), "search": block}
+    try:
+        spec, parsed = parse_experiment(document, user=request.user)
+        experiment = create_experiment(
+            user=request.user, spec=spec, search=parsed, now=timezone.now()
+        )
+    except ValidationError as exc:
+        errors = spec_errors(exc.detail)
+        search.add_errors(e for e in errors if e[0].split(".")[0] == "search")
+        editors.refuse([e for e in errors if e[0].split(".")[0] != "search"])
+        return _page(request, editors, search)
+    except PriorityCapExceeded as exc:
+        editors.refuse([("priority", str(exc))])
+        return _page(request, editors, search)
+    return redirect("web-experiment-detail", experiment_id=experiment.pk)
 
 
 @login_required
@@ -216,18 +258,22 @@ def job_new(request: HttpRequest) -> HttpResponse:
             yaml=YamlSpecForm(initial={"spec": dump_yaml(document)}),
             tab=_tab(request.GET.get("tab")),
         )
-        return _page(request, editors, cloned_from=request.GET.get("clone"))
+        search = SearchForm(initial={**INITIAL, ENABLED: request.GET.get("search") == "1"})
+        return _page(request, editors, search, cloned_from=request.GET.get("clone"))
+    search = SearchForm(request.POST)
     wait = _throttled(request)
     if wait is not None:
         # Refused before the spec is read: nothing is created; what was typed stays.
         editors = _posted(request, teams)
         message = f"Too many submissions: try again in {wait} s. Nothing was submitted."
         editors.refuse([("spec" if editors.tab == "yaml" else "", message)])
-        response = _page(request, editors)
+        response = _page(request, editors, search)
         response.status_code = 429
         response["Retry-After"] = str(wait)
         return response
     editors = _read(request, teams, upload=True)
+    if search.enabled:
+        return _submit_experiment(request, editors, search)
     if editors.spec is not None:
         assert isinstance(request.user, User)
         try:
@@ -236,7 +282,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             editors.refuse([("priority", str(exc))])
         else:
             return redirect("web-job-detail", job_id=job.pk)
-    return _page(request, editors)
+    return _page(request, editors, search)
 
 
 @login_required

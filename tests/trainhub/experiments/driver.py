@@ -1,0 +1,31 @@
+"""Playing a trial job's part: its runs end with the metrics they report."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from trainhub.experiments.models import Experiment, Trial, TrialState
+from trainhub.experiments.services import advance_experiment
+from trainhub.jobs.choices import JobState
+from trainhub.jobs.models import Job
+from trainhub.telemetry.models import MetricPoint
+
+
+def end_run(job: Job, state: JobState = JobState.SUCCEEDED, **metrics: float) -> None:
+    """End `job` in `state` having reported `metrics` (name=value) at its last step."""
+    now = timezone.now()
+    step = 100 * int(metrics.get("epoch", 1))
+    MetricPoint.objects.bulk_create(
+        MetricPoint(job=job, name=name, step=step, value=value, time=now)
+        for name, value in metrics.items()
+    )
+    Job.objects.filter(pk=job.pk).update(state=state, finished_at=now, message="boom")
+
+
+def running(experiment: Experiment) -> list[Trial]:
+    return list(experiment.trials.filter(state=TrialState.RUNNING).order_by("number"))
+
+
+def advance(experiment: Experiment) -> Experiment:
+    advance_experiment(experiment.pk, now=timezone.now())
+    experiment.refresh_from_db()
+    return experiment
