@@ -35,9 +35,7 @@ predicts the final one (what limits ASHA).
 Progress on stderr. `--seed` seeds both the searcher and the training (initial rows,
 shuffles), the same for every trial.
 
-    .venv/bin/python bench/search.py                      # ml-100k u1, ~13 min on 2 cores
-    .venv/bin/python bench/search.py --max-budget 9 --min-budget 1  # rungs 1, 3, 9
-    .venv/bin/python bench/search.py --quick              # smoke: tiny synthetic ratings
+    .venv/bin/python bench/search.py    # ml-100k u1, ~13 min on 2 cores; --quick: smoke
 """
 
 from __future__ import annotations
