@@ -122,13 +122,16 @@ class Identities:
     def _inherit(
         self, job_id: int, checkpoint_dir: str | None, live_jobs: Collection[int]
     ) -> int | None:
-        """The uid of an ended job whose checkpoint directory this job continues (a
-        promoted trial): the directory's files are that uid's. Moved, not shared."""
+        """The uid of a job whose checkpoint directory this job continues (a promoted
+        trial's run): the directory's files are that uid's. Taken over from an ended job;
+        shared with one whose last tasks still stop here (the same trial's earlier run:
+        only the control plane names a directory, and only a trial's runs share one)."""
         if not checkpoint_dir:
             return None
         for other, lease in list(self._leases.items()):
-            if lease.checkpoint_dir == checkpoint_dir and other not in live_jobs:
-                del self._leases[other]
+            if lease.checkpoint_dir == checkpoint_dir:
+                if other not in live_jobs:
+                    del self._leases[other]
                 self._leases[job_id] = Lease(lease.uid, checkpoint_dir)
                 self._save()
                 logger.info("job %s: uid %d, with job %s's checkpoints", job_id, lease.uid, other)

@@ -147,9 +147,10 @@ def committed(root: str) -> list[tuple[int, float, str]]:
         try:
             with open(path) as f:
                 m = json.load(f)
-        except (OSError, ValueError):
-            continue
-        out.append((int(m["step"]), float(m.get("time", 0)), os.path.join(root, name)))
+            step, at = int(m["step"]), float(m.get("time", 0))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable or not a manifest: not a committed checkpoint
+        out.append((step, at, os.path.join(root, name)))
     return sorted(out)
 
 

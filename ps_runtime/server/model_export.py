@@ -118,7 +118,10 @@ def export_model(checkpoint_dir: str, out_path: str, manifest: Mapping[str, Any]
     if os.path.exists(out_path):
         raise FileExistsError(f"{out_path} exists; export into a new path")
     ckpt = checkpoint.read_manifest(source)
-    tables, dense = gather(source, int(ckpt["num_shards"]))
+    shards = int(ckpt["num_shards"])
+    files = [checkpoint.shard_file(source, i) for i in range(shards)]
+    _inside(checkpoint_dir, source, os.path.join(source, checkpoint.MANIFEST), *files)
+    tables, dense = gather(source, shards)
     written: dict[str, Any] = {
         "format": MODEL_FORMAT,
         "format_version": MODEL_FORMAT_VERSION,
@@ -155,6 +158,16 @@ def export_model(checkpoint_dir: str, out_path: str, manifest: Mapping[str, Any]
         raise
     checkpoint._fsync_dir(os.path.dirname(os.path.abspath(out_path)))
     return written
+
+
+def _inside(root: str, *paths: str) -> None:
+    """Refuse a path that leads out of `root` (the job's checkpoint directory, written by
+    the job's own code: a link there must not export another job's files)."""
+    top = os.path.realpath(root)
+    for path in paths:
+        real = os.path.realpath(path)
+        if real != top and not real.startswith(top + os.sep):
+            raise ValueError(f"{path} leads out of {root} (to {real}); nothing was exported")
 
 
 def gather(

@@ -240,13 +240,12 @@ def _params(data: Any, errors: dict[str, str]) -> list[Param]:
             continue
         if kind == "categorical":
             values = body.get("values")
-            ok = (
-                isinstance(values, list)
-                and values
-                and all(isinstance(v, (str, int, float, bool)) for v in values)
-            )
+            ok = isinstance(values, list) and values and all(_plain_value(v) for v in values)
             if not ok:
-                errors[f"{path}.values"] = "required: a non-empty list of numbers or strings"
+                errors[f"{path}.values"] = (
+                    "required: a non-empty list of finite numbers, strings (up to 200 "
+                    "characters) or booleans"
+                )
                 continue
             params.append(Param(name, kind, values=tuple(values)))  # type: ignore[arg-type]
             continue
@@ -269,3 +268,14 @@ def _params(data: Any, errors: dict[str, str]) -> list[Param]:
         else:
             params.append(Param(name, kind, low, high))
     return params
+
+
+def _plain_value(value: Any) -> bool:
+    """A categorical value a job argument and a JSON column take as they are."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return len(value) <= 200 and "\x00" not in value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) <= 2**53
+    return isinstance(value, bool)

@@ -22,9 +22,10 @@ from trainhub.jobs.choices import JOB_TERMINAL, JobState
 from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job
 from trainhub.jobs.services.holds import hold_job, release_job
-from trainhub.jobs.services.submission import cancel_job, submit_job
+from trainhub.jobs.services.submission import cancel_job, check_submission, submit_job
 from trainhub.jobs.services.transitions import JobStateError, PriorityCapExceeded
 from trainhub.telemetry.finals import final_values
+from trainhub.tenancy.policies import can_submit
 
 from . import searchers
 from .models import TRIAL_ENDED, Experiment, ExperimentState, Trial, TrialState
@@ -54,6 +55,8 @@ def create_experiment(
     first trials."""
     from trainhub.tenancy.models import Team
 
+    # Refused as its first trial would be (a priority cap without room: 409, or never: 400).
+    check_submission(spec=_trial_spec_of(spec, search, search.max_budget and search.rungs()[0]))
     experiment = Experiment.objects.create(
         team=Team.objects.get(slug=spec.team),
         name=spec.name,
@@ -76,14 +79,23 @@ def create_experiment(
     return experiment
 
 
+def _trial_spec_of(
+    template: JobSpec,
+    search: SearchSpec,
+    budget: int | None,
+    params: dict[str, Any] | None = None,
+    number: int = 1,
+) -> JobSpec:
+    args: dict[str, Any] = {**template.args, **(params or {})}
+    if search.max_budget is not None and budget is not None:
+        args[search.budget_arg] = budget
+    return dataclasses.replace(template, name=f"{template.name[:80]}-trial-{number}", args=args)
+
+
 def _trial_spec(experiment: Experiment, trial: Trial, rung: int) -> JobSpec:
     search = experiment.search_spec
-    template = JobSpec.from_dict(experiment.spec)
-    args: dict[str, Any] = {**template.args, **trial.params}
-    if search.max_budget is not None:
-        args[search.budget_arg] = search.rungs()[rung]
-    return dataclasses.replace(
-        template, name=f"{experiment.name[:80]}-trial-{trial.number}", args=args
+    return _trial_spec_of(
+        JobSpec.from_dict(experiment.spec), search, search.rungs()[rung], trial.params, trial.number
     )
 
 
@@ -156,7 +168,11 @@ def _views(trials: list[Trial]) -> list[searchers.TrialView]:
 @transaction.atomic
 def advance_experiment(experiment_id: int, *, now: datetime) -> None:
     """Move the experiment on: record finished runs, start or promote trials, end it."""
-    experiment = Experiment.objects.select_for_update().get(pk=experiment_id)
+    experiment = (
+        Experiment.objects.select_for_update(of=("self",))
+        .select_related("team", "submitted_by")
+        .get(pk=experiment_id)
+    )
     if experiment.ended:
         return
     search = experiment.search_spec
@@ -178,7 +194,22 @@ def advance_experiment(experiment_id: int, *, now: datetime) -> None:
         )
         return
     if experiment.state == ExperimentState.RUNNING:
+        submitter = experiment.submitted_by
+        if submitter is None or not can_submit(submitter, experiment.team):
+            who = submitter.username if submitter else "its submitter (deleted)"
+            _end(
+                experiment,
+                trials,
+                ExperimentState.FAILED,
+                f"{who} can no longer submit jobs to team {experiment.team.slug} (removed, "
+                "a viewer now, or the team is deactivated): no more trials start",
+                now,
+            )
+            return
+        experiment.pending_reason = ""
         _carry_out(experiment, trials, searchers.next_actions(search, _views(trials)), now)
+        if experiment.ended:
+            return
         if searchers.finished(search, _views(trials)):
             _end(experiment, trials, ExperimentState.SUCCEEDED, _summary(experiment), now)
             return
@@ -206,6 +237,9 @@ def _carry_out(
                     trial.message = f"promoted to rung {action.rung}"
                     trial.save()
         except PriorityCapExceeded as exc:
+            if exc.impossible:
+                _end(experiment, trials, ExperimentState.FAILED, f"no trial can start: {exc}", now)
+                return
             # Tried again at the next advance; the reason says what it waits for.
             experiment.pending_reason = f"the next trial waits: {exc}"
             return
@@ -233,6 +267,8 @@ def _summary(experiment: Experiment) -> str:
 def _waiting_for(experiment: Experiment, trials: list[Trial]) -> str:
     if experiment.state == ExperimentState.PAUSED:
         return "paused: its trials are held in the queue"
+    if experiment.pending_reason.startswith("the next trial waits"):
+        return experiment.pending_reason  # set by this advance (`_carry_out`)
     search = experiment.search_spec
     running = [t for t in trials if t.state == TrialState.RUNNING and t.job is not None]
     queued = [t for t in running if t.job and t.job.state == JobState.PENDING]
@@ -240,8 +276,6 @@ def _waiting_for(experiment: Experiment, trials: list[Trial]) -> str:
         first = min(queued, key=lambda t: t.job_id or 0)
         reason = first.job.pending_reason if first.job else ""
         return f"trial {first.number} waits: {reason or 'for the scheduler'}"[:300]
-    if experiment.pending_reason.startswith("the next trial waits"):
-        return experiment.pending_reason
     return (
         f"{len(running)} of at most {search.max_concurrent} trials running; "
         f"{len(trials)} of {search.max_trials} started"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.utils import timezone
 
 from .models import Experiment, ExperimentState
 from .services import advance_experiment
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="trainhub.experiments.tasks.advance", acks_late=True)
@@ -24,5 +28,8 @@ def advance_all() -> int:
         ).values_list("pk", flat=True)
     )
     for pk in ids:
-        advance_experiment(pk, now=timezone.now())
+        try:
+            advance_experiment(pk, now=timezone.now())
+        except Exception:  # one experiment's trouble must not stall the others
+            logger.exception("experiment %s could not move on", pk)
     return len(ids)

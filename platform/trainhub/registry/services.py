@@ -60,6 +60,18 @@ def check_exportable(job: Job) -> None:
         raise ModelExportError(
             "job", f"Job {job.pk} is {job.state}: only a succeeded job exports a model."
         )
+    later = (
+        Job.objects.filter(checkpoints_of_id=job.checkpoints_of_id or job.pk, pk__gt=job.pk)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if later is not None:
+        raise ModelExportError(
+            "job",
+            f"Job {later} continued job {job.pk}'s checkpoints (a promoted trial): the "
+            f"directory holds its model now; export job {later} instead.",
+        )
     if checkpoint.latest(job.checkpoint_dir) is None:
         raise ModelExportError(
             "job",
@@ -107,6 +119,10 @@ def export_job_zip(*, job: Job, name: str | None, zip_path: Path, now: datetime)
             )
         except FileNotFoundError as exc:  # pruned between the check and the export
             raise ModelExportError("job", f"Job {job.pk}: {exc}") from exc
+        except (OSError, KeyError, TypeError, ValueError) as exc:  # files the job wrote
+            raise ModelExportError(
+                "job", f"Job {job.pk}'s checkpoint cannot be exported: {exc}"
+            ) from exc
         pack_model(str(work / "model"), str(zip_path))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -60,7 +60,7 @@ def _level(now: datetime) -> Case:
 
 def _pending(now: datetime) -> QuerySet[Job]:
     return (
-        Job.objects.filter(state=JobState.PENDING)
+        Job.objects.filter(state=JobState.PENDING, held=False)
         .annotate(since=Coalesce("pending_since", "created_at"))
         .annotate(level=_level(now))
     )

@@ -113,7 +113,11 @@ class SearchForm(forms.Form):
             if name == PARAMS:
                 block[key] = parse_yaml(str(raw), path=PARAMS)
             elif name in NUMBERS:
-                block[key] = int(raw) if str(raw).strip().lstrip("-").isdigit() else raw
+                text = str(raw).strip()
+                # Whole numbers to the validator; anything else (a huge one too) as text,
+                # which it refuses naming the field.
+                whole = text.lstrip("-").isdigit() and len(text) <= 18
+                block[key] = int(text) if whole else raw
             else:
                 block[key] = raw
         return block

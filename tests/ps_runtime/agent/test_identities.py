@@ -34,9 +34,11 @@ def test_on_another_node_the_continuing_run_asks_for_the_owners_uid(tmp_path: Pa
     assert ids.lease(21, str(tmp_path / "job-13"), live_jobs=set()) == (5003, 5003)
 
 
-def test_a_live_job_keeps_its_uid_from_a_run_that_shares_its_directory(tmp_path: Path) -> None:
+def test_a_run_whose_earlier_run_still_stops_here_shares_its_uid(tmp_path: Path) -> None:
     ids = identities(tmp_path)
     ckpt = tmp_path / "job-13"
     ids.lease(13, str(ckpt), live_jobs=set())
-    uid, _ = ids.lease(21, str(ckpt), live_jobs={13})
-    assert uid != 5003 and ids.leases()[13].uid == 5003
+    assert ids.lease(21, str(ckpt), live_jobs={13}) == (5003, 5003)
+    assert ids.leases()[13].uid == ids.leases()[21].uid == 5003
+    # Another job, its own directory, never gets a uid a lease holds.
+    assert ids.lease(3, str(tmp_path / "job-3"), live_jobs={13, 21})[0] not in (5003,)

@@ -118,3 +118,31 @@ def test_load_names_what_is_wrong(tmp_path: Path) -> None:
         z.writestr("manifest.json", "{}")
     with pytest.raises(ModelFormatError, match="does not describe a trainhub-model"):
         load_model(other)
+
+
+def test_a_link_out_of_the_checkpoint_directory_is_refused(tmp_path: Path) -> None:
+    # Another job's checkpoints, and a job whose own directory links to them.
+    other = tmp_path / "job-1"
+    _train_and_save(other, 1)
+    mine = tmp_path / "job-2"
+    mine.mkdir()
+    (mine / "ckpt-9").symlink_to(other / "ckpt-2")
+    with pytest.raises(ValueError, match="leads out of"):
+        export_model(str(mine), str(tmp_path / "model"), {})
+    # Its own step directory, but a shard file linked to the other job's.
+    (mine / "ckpt-9").unlink()
+    (mine / "ckpt-9").mkdir()
+    (mine / "ckpt-9" / "MANIFEST.json").write_bytes(
+        (other / "ckpt-2" / "MANIFEST.json").read_bytes()
+    )
+    (mine / "ckpt-9" / "shard-0.npz").symlink_to(other / "ckpt-2" / "shard-0.npz")
+    with pytest.raises(ValueError, match="leads out of"):
+        export_model(str(mine), str(tmp_path / "model"), {})
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_manifest_without_a_step_is_no_committed_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "ckpt" / "ckpt-1").mkdir(parents=True)
+    (tmp_path / "ckpt" / "ckpt-1" / "MANIFEST.json").write_text('{"num_shards": 1}')
+    with pytest.raises(FileNotFoundError, match="no committed checkpoint"):
+        export_model(str(tmp_path / "ckpt"), str(tmp_path / "model"), {})

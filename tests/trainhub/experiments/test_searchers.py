@@ -149,6 +149,8 @@ def _param(name: str, **body: Any) -> dict[str, Any]:
         (_param("d", type="int", low=1.5, high=4), "search.params.d.low"),
         (_param("d", type="int", low=-(10**400), high=4), "search.params.d.low"),
         (_param("c", type="categorical", values=[]), "search.params.c.values"),
+        (_param("c", type="categorical", values=[1.0, float("nan")]), "search.params.c.values"),
+        (_param("c", type="categorical", values=[[1]]), "search.params.c.values"),
         (_param("bad-name", type="uniform", low=0, high=1), "search.params.bad-name"),
         ({"method": "grid", "max_trials": 4}, "search.max_trials"),
         ({"method": "random", "colour": "red"}, "search.colour"),

@@ -17,6 +17,9 @@ from trainhub.experiments.services import (
 from trainhub.experiments.spec import parse_experiment
 from trainhub.jobs.choices import JOB_TERMINAL, JobState
 from trainhub.jobs.models import Job
+from trainhub.jobs.services import PriorityCapExceeded
+from trainhub.tenancy.choices import Priority, Role
+from trainhub.tenancy.models import Membership, PriorityCap, Team
 
 from ..factories import spec
 from .driver import advance, end_run, running
@@ -158,3 +161,46 @@ def test_the_best_trial_and_the_early_stopped(alice: User) -> None:
     assert exp.best_metric == 0.85
     states = dict(exp.trials.values_list("number", "state"))
     assert states == {1: TrialState.STOPPED, 2: TrialState.COMPLETED, 3: TrialState.STOPPED}
+
+
+def test_a_submitter_who_can_no_longer_submit_ends_the_experiment(alice: User) -> None:
+    exp = experiment(alice, max_concurrent=1)
+    (trial,) = running(exp)
+    assert trial.job is not None
+    Membership.objects.filter(user=alice).update(role=Role.VIEWER)
+    end_run(trial.job, test_rmse=0.9, epoch=1)
+    exp = advance(exp)
+    assert exp.state == ExperimentState.FAILED
+    assert "alice can no longer submit jobs to team recsys" in exp.message
+    assert exp.trials.count() == 1  # nothing new was submitted in her name
+
+
+def test_a_priority_cap_refuses_the_experiment_as_it_would_its_first_trial(alice: User) -> None:
+    team = Team.objects.get(slug="recsys")
+    cap = PriorityCap.objects.create(team=team, priority=Priority.NORMAL, cpu=1)
+    with pytest.raises(PriorityCapExceeded) as refused:
+        experiment(alice)  # a trial asks for 1.5 CPU
+    assert refused.value.impossible and not Experiment.objects.exists()
+    # Room for one trial: the second waits, and the experiment says so.
+    cap.cpu = 2
+    cap.save()
+    exp = experiment(alice, max_concurrent=3)
+    assert len(running(exp)) == 1
+    assert exp.pending_reason.startswith("the next trial waits: ")
+    # Room again: the reason goes once every trial is placed or queued.
+    cap.delete()
+    exp = advance(exp)
+    assert len(running(exp)) == 3
+    assert "waits" not in exp.pending_reason or exp.pending_reason.startswith("trial ")
+
+
+def test_a_cap_lowered_below_one_trial_ends_the_experiment(alice: User) -> None:
+    exp = experiment(alice, max_concurrent=1)
+    (trial,) = running(exp)
+    assert trial.job is not None
+    team = Team.objects.get(slug="recsys")
+    PriorityCap.objects.create(team=team, priority=Priority.NORMAL, cpu=1)
+    end_run(trial.job, test_rmse=0.9, epoch=1)
+    exp = advance(exp)
+    assert exp.state == ExperimentState.FAILED
+    assert exp.message.startswith("no trial can start: ")

@@ -112,3 +112,13 @@ def test_a_job_that_did_not_succeed_or_never_saved_is_refused(world: World) -> N
         export_job_model(job=unsaved, user=world.alice, name="mf", now=timezone.now())
     assert info.value.field == "job"
     assert not ModelVersion.objects.exists()
+
+
+def test_a_trial_run_that_a_later_run_continued_is_refused(world: World) -> None:
+    # A promoted trial's next run writes into the same directory: the model there is its.
+    later = make_job(world.alice, name="trial-1")
+    Job.objects.filter(pk=later.pk).update(checkpoints_of=world.job)
+    with pytest.raises(ModelExportError, match=f"Job {later.pk} continued job") as info:
+        export_job_model(job=world.job, user=world.alice, name="mf", now=timezone.now())
+    assert info.value.field == "job"
+    assert not ModelVersion.objects.exists()

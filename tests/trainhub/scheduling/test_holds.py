@@ -9,12 +9,14 @@ import pytest
 from django.utils import timezone
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
+from trainhub.jobs.services import place_job
 from trainhub.jobs.services.holds import hold_job, release_job
+from trainhub.scheduling.queue import queue_positions
 from trainhub.scheduling.services import run_cycle
 from trainhub.tenancy.choices import Role
 
 from ..agent_sim import agent_tasks, report
-from ..factories import make_job, make_node, make_team, make_user
+from ..factories import gang_placements, make_job, make_node, make_team, make_user
 
 SMALL = {"cpu": 1, "memory_mb": 512}
 
@@ -71,3 +73,17 @@ def test_a_held_running_job_checkpoints_stops_and_stays_in_the_queue(
     assert job.pending_reason == "held: experiment 1 is paused"
     run_cycle(now=timezone.now())
     assert _state(job) == JobState.PENDING
+
+
+def test_a_job_held_after_the_cycle_read_it_does_not_start(cluster: dict[str, Any]) -> None:
+    job = _job(cluster)
+    node = cluster["node"]
+    Job.objects.filter(pk=job.pk).update(held=True)  # the hold lands mid-cycle
+    assert not place_job(job=job, placements=gang_placements(job, node), now=timezone.now())
+    assert _state(job) == JobState.PENDING and not job.tasks.exists()
+
+
+def test_held_jobs_take_no_place_in_the_queue(cluster: dict[str, Any]) -> None:
+    first, second = _job(cluster), _job(cluster)
+    hold_job(job=first, reason="experiment 1 is paused", actor="t", now=timezone.now())
+    assert queue_positions() == {second.pk: 1}

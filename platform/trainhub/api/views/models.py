@@ -74,7 +74,10 @@ class JobModelView(APIView):
         job = self._job(request, pk)
         registered = ModelVersion.objects.filter(job=job).order_by("-created_at", "-id").first()
         if registered is not None:
-            return _zip_response(model_file(registered), _filename(registered))
+            path = model_file(registered)
+            if not path.is_file():
+                raise NotFound(f"The file of {registered} is missing from the model store.")
+            return _zip_response(path, _filename(registered))
         root = model_root()
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=root, prefix=".download-", suffix=".zip") as tmp:

@@ -59,7 +59,7 @@ def place_jobs(starts: list[Start], *, now: datetime, tls_mode: str) -> list[Job
     by_id = {s.job.pk: s for s in fresh}
     won = set(
         Job.objects.select_for_update()
-        .filter(pk__in=list(by_id), state__in=allowed_sources(JobState.STARTING))
+        .filter(pk__in=list(by_id), state__in=allowed_sources(JobState.STARTING), held=False)
         .values_list("pk", flat=True)
     )
     if not won:

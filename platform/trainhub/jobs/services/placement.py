@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 
 from trainhub.events import JobPendingReasonChanged, publish
 from trainhub.nodes.models import Node
@@ -55,6 +55,7 @@ def place_job(
         reason=placement_reason(placements),
         actor=actor,
         now=now,
+        only_if=Q(held=False),  # held since the cycle read it (`holds.hold_job`)
         pending_reason="",
         started_at=now,
         last_rescale_at=now,

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Q
+
 from trainhub.events import (
     JobEventRecorded,
     JobStateChanged,
@@ -79,19 +81,28 @@ def record_event(
 
 
 def transition_job(
-    job: Job, to: JobState, *, reason: str, actor: str, now: datetime, **updates: Any
+    job: Job,
+    to: JobState,
+    *,
+    reason: str,
+    actor: str,
+    now: datetime,
+    only_if: Q | None = None,
+    **updates: Any,
 ) -> bool:
     """Move the job to `to` if its current state allows it; False (and no change) if not.
 
-    The conditional UPDATE makes concurrent actors safe: exactly one of them wins.
+    The conditional UPDATE makes concurrent actors safe: exactly one of them wins;
+    `only_if` adds to its condition (placement: the job is not held).
     `updates` are other fields of the job set in the same UPDATE. A job that ends has its
     tasks stopped.
     """
     if to in JOB_TERMINAL:
         updates.setdefault("finished_at", now)
-    changed = Job.objects.filter(pk=job.pk, state__in=allowed_sources(to)).update(
-        state=to, **updates
-    )
+    rows = Job.objects.filter(pk=job.pk, state__in=allowed_sources(to))
+    if only_if is not None:  # a further condition of the same UPDATE
+        rows = rows.filter(only_if)
+    changed = rows.update(state=to, **updates)
     if not changed:
         return False
     from_state = job.state
