@@ -10,7 +10,8 @@ Victims, in the order they are taken:
    the team farthest above its fair share first;
 2. for a GPU job: CPU-only jobs sitting on GPU nodes on borrowed quota;
 3. (reclaim only) jobs running on borrowed quota.
-Jobs to preempt are taken lowest priority first, then the least work lost (time since
+Jobs to preempt are taken `reclaim_first` jobs first (an experiment's trials: they stop
+at checkpoints anyway), then lowest priority, then the least work lost (time since
 their last checkpoint), then the shortest run so far, then the smallest; but before each
 preemption for reclaim, the first victims in that order (up to 64) are checked for
 one whose preemption alone, beside what is taken, gives the job its room: such a victim
