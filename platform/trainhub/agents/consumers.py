@@ -1,10 +1,9 @@
 """The `/ws/agent/` endpoint: one long-lived socket per node agent.
 
 Two lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied as they
-arrive (an ended one once the data messages before it are stored: a failure's cause is
-read from the task's stderr, and a job seen ended has all its metrics and logs) and
-heartbeats go to the process's `HeartbeatWriter` (written for all sockets together every
-0.25 s); metrics, logs, progress and stacks go to a queue that a task of
+arrive (a failed one once the data messages before it are stored: its cause is read from
+the task's stderr) and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
+together every 0.25 s); metrics, logs, progress and stacks go to a queue that a task of
 the socket drains in batches (one lookup and one insert per task and kind), so a
 heartbeat never waits behind a flood of points. Database work runs on pooled connections
 in worker threads (one thread for SQLite, which has one writer anyway). Every numbered message is
@@ -97,10 +96,6 @@ def _ingest_slots() -> asyncio.Semaphore:
     return found
 
 
-# A task's statuses that end it: applied after the output the agent sent before them.
-_ENDED = frozenset({ReportedState.SUCCEEDED, ReportedState.FAILED, ReportedState.STOPPED})
-
-
 class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
     """One node agent's socket: messages up go to the agent services, notices come down."""
 
@@ -171,10 +166,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             self.heartbeats.add(self.node_id, message, timezone.now())
             await self._handled([received.seq], selective=True)
         elif isinstance(message, TaskStatus):
-            if message.state in _ENDED:
-                # Whatever the task printed and reported before it ended is stored first:
-                # a failure's cause is read from its stderr, and a job seen ended has its
-                # last metrics and its result line.
+            if message.state == ReportedState.FAILED:
                 await self._data_stored(self.queued)
             await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
             await self._handled([received.seq], selective=True)
