@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,12 @@ def result_of(cluster: LiveCluster, job_id: int) -> dict[str, Any]:
     done = cluster.wait_state(job_id, {"succeeded", "failed"}, timeout=900)
     logs = cluster.logs(job_id)
     assert done["state"] == "succeeded", logs
+    # The result line is the coordinator's last output: under load the job can read
+    # succeeded before that line is stored. It arrives; wait for it a while.
+    deadline = time.monotonic() + 30
+    while '{"result":' not in logs and time.monotonic() < deadline:
+        time.sleep(0.5)
+        logs = cluster.logs(job_id)
     result = next(
         json.loads(line.split("] ", 1)[1])["result"]
         for line in reversed(logs.splitlines())
