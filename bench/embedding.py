@@ -1,15 +1,22 @@
-"""The `embed` workload of ../shared/baselines/tensorflow_ps.md on the PS runtime.
+"""The `embed` workload of ../shared/baselines/tensorflow_ps.md on the PS runtime, side by
+side with TensorFlow's.
 
-    .venv/bin/python bench/embedding.py [--ps 1] [--workers 2] [--steps 200] [--runs 3]
-        [--replication R]
+    .venv/bin/python bench/embedding.py --tf-python ~/tfvenv/bin/python [--runs 5] [--ps 1]
+        [--workers 2] [--steps 200] [--replication R] [--tf-bench PATH] [--no-tf]
 
 1,000,000 x 16 table, batches of 4,096 examples with 8 Zipf(1.2) ids each, logistic
 head, SGD lr 0.1 on the PS (`ps_runtime.examples.embedding`). PS shards and workers
 are separate `python -m ps_runtime.task` processes on loopback; the coordinator is
 this process (the same 2-core budget as the TF runs: 1 PS + 2 workers + coordinator).
 Timing as in the baseline: 10 warm-up steps scheduled and joined, then `--steps`
-steps scheduled asynchronously and timed until `join()` returns. Prints one JSON line
-per run and a summary line with the median and the TF figure read from --baseline.
+steps scheduled asynchronously and timed until `join()` returns.
+
+Each run of ours alternates with one of TensorFlow's `embed` (the baseline's
+tf_ps/bench.py, run by `--tf-python`) with the same settings: PS count, workers, steps,
+warm-up, and the example's own batch size, data, seed and learning rate. Prints one
+JSON line per pair and a summary line with both medians, every run's figure and
+`ratio` (ours / TF). `--no-tf` runs ours alone. TF has no replication: with
+`--replication R` the ratio says what ours costs with it against TF without.
 
     .venv/bin/python bench/embedding.py --memory [--rows 10000000] [--budget 1000000]
 
@@ -21,10 +28,9 @@ against the raw table size.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
-import re
-import statistics
 import subprocess
 import sys
 import time
@@ -33,25 +39,51 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DEFAULT_BASELINE = ROOT.parent / "shared" / "baselines" / "tensorflow_ps.md"
+sys.path.insert(0, str(ROOT / "bench"))
+import tf_side  # noqa: E402
 
 
-def tf_figure(path: Path, ps: int) -> float | None:
-    """TF's median examples/s for the 200-step embed run with `ps` PS, from the table."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None
-    label = (
-        "embed (1 PS, 2 workers): throughput"
-        if ps == 1
-        else "embed (2 PS, table row-sharded, 2 workers): throughput"
-    )
-    for line in text.splitlines():
-        if line.startswith(f"| {label} |"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            return float(re.sub(r"[^\d.]", "", cells[4]))
-    return None
+def embed_settings() -> dict[str, Any]:
+    """The example's workload as TF's `embed` options, read from its own defaults."""
+    from ps_runtime.examples import embedding
+
+    data = inspect.signature(embedding.EmbedData).parameters
+    return {
+        "batch_size": data["batch_size"].default,
+        "data_batches": data["batches"].default,
+        "seed": data["seed"].default,
+        "zipf_a": inspect.signature(embedding.make_data).parameters["zipf_a"].default,
+        "lr": inspect.signature(embedding.build).parameters["lr"].default,
+    }
+
+
+def tf_options(num_ps: int, num_workers: int, steps: int, warmup: int) -> dict[str, Any]:
+    """TF's `embed` with the same cluster, steps and workload as our run."""
+    return {
+        "num_ps": num_ps,
+        "num_workers": num_workers,
+        "steps": steps,
+        "warmup_steps": warmup,
+        **embed_settings(),
+    }
+
+
+def tf_summary(result: dict[str, Any]) -> dict[str, Any]:
+    cpu = result.get("cpu_timed_window") or {}
+    return {
+        "workload": "embed",
+        "ps": result["num_ps"],
+        "workers": result["num_workers"],
+        "steps": result["steps"],
+        "batch_size": result["batch_size"],
+        "time_s": result["time_s"],
+        "steps_per_sec": result["steps_per_sec"],
+        "examples_per_sec": result["examples_per_sec"],
+        "last_loss": result["last_loss"],
+        "startup_s": result["startup_s"],
+        "cores_busy_avg": cpu.get("cores_busy_avg"),
+        "tf_version": result.get("tf_version"),
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -72,6 +104,7 @@ def run_once(
     from ps_runtime.examples import embedding
     from ps_runtime.launch.local import free_ports
 
+    batch = embed_settings()["batch_size"]
     token = "bench"
     ports = free_ports(num_ps + num_workers)
     cluster: dict[str, Any] = {
@@ -140,10 +173,10 @@ def run_once(
         "replication": replication,
         "workers": num_workers,
         "steps": steps,
-        "batch_size": 4096,
+        "batch_size": batch,
         "time_s": round(seconds, 4),
         "steps_per_sec": round(steps / seconds, 2),
-        "examples_per_sec": round(steps * 4096 / seconds, 1),
+        "examples_per_sec": round(steps * batch / seconds, 1),
         "last_loss": round(float(np.mean(losses)), 5),
         "table_rows": rows,
         "startup_s": round(startup, 2),
@@ -289,21 +322,18 @@ def memory_run(rows: int, budget: int, stream: int, dim: int = 16) -> list[dict[
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--ps", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=tf_side.DEFAULT_RUNS, help="of each side")
     parser.add_argument("--in-flight", type=int, default=2, help="closures in flight per worker")
     parser.add_argument("--replication", type=int, default=0, help="backups per shard")
-    parser.add_argument(
-        "--baseline",
-        type=Path,
-        default=DEFAULT_BASELINE,
-        help="tensorflow_ps.md with the TF reference table",
-    )
+    tf_side.add_arguments(parser)
     parser.add_argument(
         "--memory",
         action="store_true",
@@ -313,36 +343,42 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--budget", type=int, default=1_000_000)
     parser.add_argument("--stream", type=int, default=20_000_000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.memory:
         for line in memory_run(args.rows, args.budget, args.stream):
             print(json.dumps(line), flush=True)
         return
-    results = []
-    for _ in range(args.runs):
-        r = run_once(
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    tf_python = None if args.no_tf else tf_side.need_tf(args.tf_python, args.tf_bench)
+    options = tf_options(args.ps, args.workers, args.steps, args.warmup)
+
+    def ours(i: int) -> dict[str, Any]:
+        tf_side.log(f"run {i + 1}/{args.runs}: ours ({args.ps} PS + {args.workers} workers)")
+        return run_once(
             args.ps, args.workers, args.steps, args.warmup, args.in_flight, args.replication
         )
-        print(json.dumps(r), flush=True)
-        results.append(r["examples_per_sec"])
-    median = statistics.median(results)
-    tf = tf_figure(args.baseline, args.ps)
-    print(
-        json.dumps(
-            {
-                "summary": "embed",
-                "ps": args.ps,
-                "replication": args.replication,
-                "runs": len(results),
-                "examples_per_sec_median": median,
-                "examples_per_sec_min": min(results),
-                "examples_per_sec_max": max(results),
-                "tf_examples_per_sec_median": tf,
-                "speedup_vs_tf": round(median / tf, 3) if tf else None,
-            }
-        ),
-        flush=True,
+
+    def tf(i: int) -> dict[str, Any]:
+        assert tf_python is not None
+        tf_side.log(f"run {i + 1}/{args.runs}: TensorFlow")
+        return tf_summary(tf_side.run_tf(tf_python, args.tf_bench, "embed", options))
+
+    pairs = tf_side.alternate(
+        args.runs, ours, tf if tf_python else None, lambda pair: print(json.dumps(pair), flush=True)
     )
+    summary: dict[str, Any] = {
+        "summary": "embed",
+        "ps": args.ps,
+        "workers": args.workers,
+        "steps": args.steps,
+        "replication": args.replication,
+        "runs": len(pairs),
+        "tf_options": options if tf_python else None,
+        **tf_side.side_by_side(pairs, "examples_per_sec"),
+    }
+    summary["ratio"] = tf_side.ratio(summary, "examples_per_sec")
+    print(json.dumps(summary), flush=True)
 
 
 if __name__ == "__main__":
