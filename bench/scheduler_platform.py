@@ -10,10 +10,17 @@ one transaction. Each size is the same synthetic steady state as scheduler_scale
 CPU nodes, 20 teams, mixed jobs, most of the cluster running), written into a fresh
 database next to $DATABASE_URL's (default postgres://postgres@127.0.0.1:5432/test), which is
 dropped afterwards. Every timed cycle is rolled back, so each repeat sees the same state.
-`read_s` is the snapshot read alone; `first_cycle_s` the first cycle, committed (every
-pending reason is new then), and `cycle_s` the median of the rolled-back cycles after it.
-`dry_run_s` is the median dry run (`scheduling.preview`: read, policy, forecast of the
-start from a history of succeeded jobs, one per five active ones). `--pending-sizes`
+`read_s` is the snapshot read alone (`read_cluster`); `first_cycle_s` the first cycle,
+committed (every pending reason is new then), and `cycle_s` the median of the
+rolled-back steady cycles after it: on the process's cluster cache (`scheduling/cache.py`)
+after every running job's row got a new version, as the previous cycle's virtual runtime
+accrual gives them; `cycle_warm_s` the same with nothing changed since, `cycle_before_s`
+with the whole cluster read instead (the path before the cache). `dry_run_s` is the
+median of `--dry-runs` (20) dry runs on a warm cache (`scheduling.preview`: version check,
+policy, forecast of the start from a history of succeeded jobs, one per five active
+ones), `dry_run_cold_s` the same reading the whole cluster each time, `dry_run_first_s`
+the first on an empty cache. `--own-postgres` runs on a PostgreSQL of its own
+(`tests/instances.py`) instead of $DATABASE_URL's server. `--pending-sizes`
 times the same jobs all pending (`"all_pending": true`): the cycle that starts as many
 as fit (ports, GPUs, events, each job's TLS CA) and words the rest's pending reasons,
 rolled back and repeated. `--burst-sizes` runs `bench/cycle_burst.py` per size (its own
@@ -24,7 +31,9 @@ prints its line: how many cycles ran and how many finished after the last reques
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -34,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,6 +54,7 @@ sys.path.insert(0, str(ROOT / "platform"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import psycopg  # noqa: E402
+from dry_run_timing import time_dry_run  # noqa: E402
 from scheduler_scale import cluster, steady_state  # noqa: E402
 from trainhub.scheduling import policy  # noqa: E402
 
@@ -171,23 +182,6 @@ def add_history(snap: policy.Snapshot, now: datetime, rng: random.Random) -> Non
     Job.objects.bulk_create(finished, batch_size=5000)
 
 
-def time_dry_run(snap: policy.Snapshot, repeat: int) -> float:
-    """Median seconds of `POST jobs/?dry_run=true`'s work (validation aside) for a job
-    like the first pending one: read the cluster, run the policy, forecast the start."""
-    from django.utils import timezone
-    from trainhub.jobs.jobspec import JobSpec
-    from trainhub.scheduling.preview import preview_submission
-
-    pending = next(j for j in snap.jobs if j.state == policy.PENDING)
-    spec = JobSpec.from_dict({**_spec(pending), "name": "dry-run"})
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        preview_submission(spec, now=timezone.now())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def all_pending(snap: policy.Snapshot) -> policy.Snapshot:
     """The same jobs, none of them started yet (a cluster back from an outage, or the
     morning's submissions): the cycle that places as many as fit and words the rest's
@@ -234,9 +228,14 @@ def run_pending(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
     }
 
 
-def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
+def run_size(n_jobs: int, n_nodes: int, repeat: int, dry_runs: int) -> dict[str, Any]:
     from django.core.management import call_command
     from django.db import connection, transaction
+    from django.db.models import F
+    from trainhub.jobs.choices import JobState
+    from trainhub.jobs.models import Job
+    from trainhub.scheduling import services
+    from trainhub.scheduling.cache import cluster_view
     from trainhub.scheduling.services import run_cycle
     from trainhub.scheduling.snapshot import read_cluster
 
@@ -255,31 +254,47 @@ def run_size(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     run_cycle(now=now)
     first_s = time.perf_counter() - t0
-    cycles, reads = [], []
+    cycles: list[float] = []
+    warm_cycles: list[float] = []
+    before_cycles: list[float] = []
+    reads: list[float] = []
     result = None
+    running = Job.objects.filter(state=JobState.RUNNING)
     for _ in range(repeat):
-        try:
-            with transaction.atomic():
-                t0 = time.perf_counter()
-                read_cluster(now)
-                reads.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                result = run_cycle(now=now + timedelta(seconds=5))
-                cycles.append(time.perf_counter() - t0)
-                raise Rollback
-        except Rollback:
-            pass
+        # Steady: as after the previous cycle, which accrued virtual runtime to every
+        # running job (a new version of each of their rows: the cache reads them again);
+        # warm: nothing changed since; before: the whole cluster read (`read_cluster`).
+        running.update(vruntime=F("vruntime"))
+        for timings, whole in ((cycles, False), (warm_cycles, False), (before_cycles, True)):
+            try:
+                with transaction.atomic():
+                    t0 = time.perf_counter()
+                    read_cluster(now)
+                    reads.append(time.perf_counter() - t0)
+                    if whole:
+                        vars(services)["cluster_view"] = read_cluster
+                    t0 = time.perf_counter()
+                    result = run_cycle(now=now + timedelta(seconds=5))
+                    timings.append(time.perf_counter() - t0)
+                    raise Rollback
+            except Rollback:
+                pass
+            finally:
+                vars(services)["cluster_view"] = cluster_view
     assert result is not None and result.ran
     d = result.decisions
-    dry_run_s = time_dry_run(snap, repeat)
+    pending = next(j for j in snap.jobs if j.state == policy.PENDING)
+    dry_runs_s = time_dry_run({**_spec(pending), "name": "dry-run"}, dry_runs)
     return {
         "jobs": n_jobs,
         "nodes": n_nodes,
         "tasks": sum(len(j.tasks) for j in snap.jobs),
         "cycle_s": round(statistics.median(cycles), 3),
+        "cycle_warm_s": round(statistics.median(warm_cycles), 3),
+        "cycle_before_s": round(statistics.median(before_cycles), 3),
         "read_s": round(statistics.median(reads), 3),
         "first_cycle_s": round(first_s, 3),
-        "dry_run_s": round(dry_run_s, 3),
+        **dry_runs_s,
         "load_s": round(load_s, 1),
         "starts": len(d.starts),
         "grown": len(d.add_workers),
@@ -303,11 +318,32 @@ def main() -> None:
         default="10000x1000",
         help="sizes to flood with 1,000 cycle requests ('' for none)",
     )
+    parser.add_argument("--dry-runs", type=int, default=20, help="dry runs per median")
+    parser.add_argument(
+        "--own-postgres",
+        action="store_true",
+        help="on a PostgreSQL instance of its own (tests/instances.py), not $DATABASE_URL's",
+    )
     args = parser.parse_args()
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+    with contextlib.ExitStack() as stack:
+        base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+        if args.own_postgres:
+            sys.path.insert(0, str(ROOT))
+            from tests.instances import postgres
+
+            base = stack.enter_context(postgres())
+        run_cases(args, base)
+    for size in (s for s in args.burst_sizes.split(",") if s):
+        burst = [sys.executable, str(ROOT / "bench" / "cycle_burst.py"), "--size", size]
+        subprocess.run(burst, check=True)
+
+
+def run_cases(args: argparse.Namespace, base: str) -> None:
     parsed = urlparse(base)
     admin_dsn = urlunparse(parsed._replace(path="/postgres"))
-    cases = [(size, run_size) for size in args.sizes.split(",") if size]
+    sized = functools.partial(run_size, dry_runs=args.dry_runs)
+    cases: list[tuple[str, Callable[[int, int, int], dict[str, Any]]]]
+    cases = [(size, sized) for size in args.sizes.split(",") if size]
     cases += [(size, run_pending) for size in args.pending_sizes.split(",") if size]
     for size, run in cases:
         n_jobs, n_nodes = (int(x) for x in size.split("x"))
@@ -328,9 +364,6 @@ def main() -> None:
         finally:
             with psycopg.connect(admin_dsn, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    for size in (s for s in args.burst_sizes.split(",") if s):
-        burst = [sys.executable, str(ROOT / "bench" / "cycle_burst.py"), "--size", size]
-        subprocess.run(burst, check=True)
 
 
 if __name__ == "__main__":

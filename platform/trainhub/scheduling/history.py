@@ -23,9 +23,10 @@ from trainhub.jobs.jobspec import JobSpec
 from trainhub.jobs.models import Job, JobEvent
 
 from . import policy
+from .cache import cluster_view
 from .simulate.engine import SPEEDUP_EXPONENT
 from .simulate.inputs import Cluster, TraceJob
-from .snapshot import asked_of, read_cluster
+from .snapshot import asked_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ def read_history(now: datetime, days: float) -> History:
             run_s,
             policy.Resources(held.cpu, held.memory_mb, held.gpu),
         )
-    snapshot = read_cluster(now).snapshot
+    snapshot = cluster_view(now).snapshot
     nodes = tuple(replace(n, state=policy.READY) for n in snapshot.nodes)
     return History(
         since,

@@ -2,10 +2,10 @@
 preview).
 
 The answer comes from the live policy itself: the cluster as the next cycle would read it
-(`snapshot.read_cluster`), plus the job as a hypothetical pending one, through
-`policy.schedule` — in memory, stopping once the job is decided (`until`). Nothing is
-written, no event is published and no cycle is requested, so a preview changes nothing,
-however often it is asked.
+(`cache.cluster_view`: this process's copy, checked against the database first), plus the
+job as a hypothetical pending one, through `policy.schedule` — in memory, stopping once the
+job is decided (`until`). Nothing is written, no event is published and no cycle is
+requested, so a preview changes nothing, however often it is asked.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from trainhub.jobs.models import Job
 from trainhub.jobs.services import check_submission
 
 from . import policy
+from .cache import cluster_view
 from .forecast import estimate_start
 from .queue import position_if_submitted
-from .snapshot import asked_of, read_cluster
+from .snapshot import asked_of
 
 # The hypothetical job's id in the snapshot: real ids are positive, so it never clashes.
 PREVIEW_JOB_ID = -1
@@ -85,7 +86,7 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
         PriorityCapExceeded: the team's cap for the job's priority has no room for it.
     """
     check_submission(spec=spec)
-    view = read_cluster(now)
+    view = cluster_view(now)
     snapshot = dataclasses.replace(
         view.snapshot, jobs=(*view.snapshot.jobs, hypothetical_job(spec, now=now))
     )
@@ -105,7 +106,14 @@ def preview_submission(spec: JobSpec, *, now: datetime) -> Preview:
         estimate = (
             None
             if runtimes is None
-            else _forecast(snapshot, PREVIEW_JOB_ID, runtimes, name=spec.name, run_s=run_s)
+            else _forecast(
+                snapshot,
+                PREVIEW_JOB_ID,
+                runtimes,
+                name=spec.name,
+                run_s=run_s,
+                names=view.job_names,
+            )
         )
     reason = decisions.pending_reasons.get(PREVIEW_JOB_ID, "waiting for the next scheduling cycle")
     return Preview(fits_now=False, position=position, reason=reason, estimated_start=estimate)
@@ -125,7 +133,8 @@ def forecast_start(job: Job, *, now: datetime) -> datetime | None:
     at = None
     runtimes = _runtimes(now) if job.state == JobState.PENDING else None
     if runtimes is not None:
-        at = _forecast(read_cluster(now).snapshot, job.pk, runtimes)
+        view = cluster_view(now)
+        at = _forecast(view.snapshot, job.pk, runtimes, names=view.job_names)
     cache.set(key, (at,), FORECAST_CACHE_SECONDS)
     return at
 
@@ -169,11 +178,16 @@ def _forecast(
     *,
     name: str | None = None,
     run_s: float = 0.0,
+    names: dict[int, str] | None = None,
 ) -> datetime | None:
     """When the forecast would start job `job_id` (`name`: the hypothetical job's name). A
     job is expected to run the median runtime of its team's jobs of the same name, else of
-    all its team's; one running past its expected end is expected to end now."""
-    names = dict(Job.objects.filter(state__in=JOB_ACTIVE).values_list("pk", "name"))
+    all its team's; one running past its expected end is expected to end now. `names`:
+    the active jobs' names when the caller has them (else read)."""
+    if names is None:
+        names = dict(Job.objects.filter(state__in=JOB_ACTIVE).values_list("pk", "name"))
+    else:
+        names = dict(names)
     if name is not None:
         names[job_id] = name
 

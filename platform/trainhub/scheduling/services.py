@@ -23,11 +23,12 @@ from trainhub.opmetrics import CYCLE_SECONDS
 
 from . import policy
 from .apply import apply_decisions, describe_decisions, summary
+from .cache import cluster_view
 from .locks import try_advisory_xact_lock
 from .models import CycleRecord
 from .never_fits import reword_never_fitting
 from .policy.order import vruntime_increment
-from .snapshot import ClusterView, read_cluster
+from .snapshot import ClusterView
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,9 @@ def run_cycle(
         release_due_restarts(now)  # in case the release queued for them was lost
         if not observe:
             _shrink_to_targets(now)
-        view = read_cluster(now)
+        # The cache's version check runs inside this transaction: the view is what the
+        # database holds, this cycle's own changes above included.
+        view = cluster_view(now)
         started = time.perf_counter()
         decisions = policy.schedule(view.snapshot, name)
         seconds = time.perf_counter() - started

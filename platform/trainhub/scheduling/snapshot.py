@@ -49,6 +49,9 @@ class ClusterView:
     # by active tasks.
     used_ports: dict[int, set[int]]
     used_gpus: dict[int, set[int]]
+    # The name of each active job, where the view has them at hand (`cache.py`); None:
+    # the forecast asks the database.
+    job_names: dict[int, str] | None = None
     _jobs: dict[int, Job] = field(default_factory=dict)
 
     def load_jobs(self, job_ids: list[int]) -> None:

@@ -31,6 +31,7 @@ from trainhub.events import (
 from trainhub.jobs.choices import JobState
 from trainhub.opmetrics import CYCLE_REQUESTS
 
+from . import cache
 from .tasks import release_restarts, run_scheduling_cycle
 
 _ALWAYS = (JobSubmitted, JobScaled, NodeChanged, QuotaChanged)
@@ -54,7 +55,9 @@ def on_event(event: Event) -> None:
     """Queue a cycle for the events that call for one (an `EVENT_HANDLERS` entry).
 
     Events are delivered after their transaction committed, so the cycle is sent now.
+    The scheduler's cache in this process notes which rows the event names (`cache.py`).
     """
+    cache.on_event(event)
     if wants_cycle(event):
         _queue_cycle()
     elif isinstance(event, RestartsWaiting) and settings.CELERY_BROKER_URL.startswith("redis"):
