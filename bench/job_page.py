@@ -59,10 +59,8 @@ new MutationObserver((_records, observer) => {
 
 def _load_job(user: Any, points: int, names: tuple[str, ...] = ("loss", "acc")) -> int:
     """A running job with `points` steps of each of `names` (`loss`, `acc`); returns its id."""
-    from django.db import connection, transaction
     from trainhub.jobs.models import Job, Task
-    from trainhub.telemetry.models import MetricPoint
-    from trainhub.telemetry.services import store_rollups
+    from trainhub.telemetry.services import write_points
 
     from tests.trainhub.factories import spec
 
@@ -76,7 +74,7 @@ def _load_job(user: Any, points: int, names: tuple[str, ...] = ("loss", "acc")) 
     )
     task = Task.objects.create(job=job, role="worker", index=0, cpu=0.5, memory_mb=512)
     now = datetime.now(UTC)
-    table = MetricPoint._meta.db_table
+    # Stored as ingest stores a batch (chunks, series, rollups), BATCH_STEPS at a time.
     for start in range(0, points, BATCH_STEPS):
         batch = []
         for step in range(start, min(points, start + BATCH_STEPS)):
@@ -84,13 +82,7 @@ def _load_job(user: Any, points: int, names: tuple[str, ...] = ("loss", "acc")) 
                 batch.append(("loss", step, 2.0 / math.sqrt(step + 1) + 0.05 * math.sin(step)))
             if "acc" in names:
                 batch.append(("acc", step, 1.0 - 1.0 / math.sqrt(step + 1)))
-        with transaction.atomic(), connection.cursor() as cursor:
-            raw = cursor.cursor  # psycopg's own cursor, for COPY
-            columns = "(job_id, task_id, name, step, value, time)"
-            with raw.copy(f"COPY {table} {columns} FROM STDIN") as copy:
-                for name, step, value in batch:
-                    copy.write_row((job.pk, task.pk, name, step, value, now))
-            store_rollups(job.pk, batch)
+        write_points(job.pk, batch, task_id=task.pk, time=now)
     return job.pk
 
 

@@ -298,23 +298,18 @@ def _events(jobs: Any, measured: Any, now: datetime, rng: random.Random) -> int:
 
 def _telemetry(measured: Any, now: datetime) -> tuple[int, int]:
     """The measured job's metrics (3 x 10k points) and log (20k lines)."""
-    from trainhub.telemetry.models import LogLine, MetricPoint
+    from trainhub.telemetry.chunks import columns_of
+    from trainhub.telemetry.models import LogLine
+    from trainhub.telemetry.services import store_series
 
     start = now - timedelta(hours=20)
-    points = MetricPoint.objects.bulk_create(
-        (
-            MetricPoint(
-                job=measured,
-                name=name,
-                step=step,
-                value=1.0 / (step + 1),
-                time=start + timedelta(seconds=step),
-            )
-            for name in ("loss", "rmse", "throughput")
-            for step in range(10_000)
-        ),
-        batch_size=10_000,
-    )
+    rows = [
+        (name, step, 1.0 / (step + 1), start + timedelta(seconds=step))
+        for name in ("loss", "rmse", "throughput")
+        for step in range(10_000)
+    ]
+    store_series(measured.pk, None, columns_of(rows))
+    points = rows
     lines = LogLine.objects.bulk_create(
         (
             LogLine(

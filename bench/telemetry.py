@@ -6,21 +6,24 @@
 Per case, on PostgreSQL and Redis instances of its own (`tests/instances.py`: initdb +
 pg_ctl and redis-server on free loopback ports, never the shared ones):
 - migrates, enrolls `--agents` nodes, gives `--senders` of them a running task each, and
-  loads one job with a 1,000,000-point series (as `bench/job_page.py` does);
+  loads one job with a 1,000,000-point series (as `bench/job_page.py` does: as chunks);
 - starts the server as `trainhub web --workers N` does (uvicorn, one shared port);
 - connects every agent over a real WebSocket (`/ws/agent/`, its node credential); each
   sends a numbered heartbeat every 5 s (first one at a random offset) and times it to
-  the `ack` that covers it; each sender streams metric batches of 1,000 points (two in
-  flight at most, as fast as they are acknowledged); the nodes start as seen just
-  before, and the measured window opens once every agent has had a heartbeat
-  acknowledged (`connect_s`: how long that took);
+  the `ack` that covers it; each sender streams columnar metric batches of 1,000 points
+  (two in flight at most, as fast as they are acknowledged; `telemetry_agents.py`); the
+  nodes start as seen just before, and the measured window opens once every agent has
+  had a heartbeat acknowledged (`connect_s`: how long that took);
 - halfway through, reads the 1M-point series with `max_points=1000` over HTTP (time,
   bytes, and the web processes' peak memory);
 - every 2 s counts the simulated nodes the platform would call lost (no heartbeat within
-  `TRAINHUB_NODE_LOST_AFTER`).
+  `TRAINHUB_NODE_LOST_AFTER`);
+- after the run, the chunk table's PostgreSQL size (table, indexes, TOAST) per point
+  stored, and the encoded bytes per point of the ingested series and of the 1M series.
 
-Prints `{"cases": [{"agents", "connect_s", "heartbeat_rtt_ms": {"p50", "p99", "max"}, "heartbeats",
-"ingest_points_per_s", "refused", "nodes_marked_lost", "read_1m": {...}}]}`.
+Prints `{"cases": [{"agents", "connect_s", "heartbeat_rtt_ms": {"p50", "p99", "max"},
+"heartbeats", "ingest_points_per_s", "refused", "nodes_marked_lost", "read_1m": {...},
+"storage": {"bytes_per_point", "by_series": {...}, ...}}]}`.
 """
 
 from __future__ import annotations
@@ -29,36 +32,30 @@ import argparse
 import asyncio
 import json
 import os
-import random
-import ssl
 import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
 
+from telemetry_agents import Stats, _agent  # noqa: E402
+from telemetry_measures import (  # noqa: E402
+    _cpu_s,
+    _peak_rss_mb,
+    _postgres_pids,
+    _web_pids,
+    chunk_storage,
+)
+
 from tests.instances import free_port, instances  # noqa: E402
 
-HEARTBEAT_S = 5.0
-BATCH_POINTS = 1000
+__all__ = ["Stats", "_agent", "_cpu_s", "_web_pids", "simulated_nodes"]  # cluster_capacity
 SERIES_POINTS = 1_000_000
 PASSWORD = "bench-password-1"
-
-
-@dataclass
-class Stats:
-    rtts: list[float] = field(default_factory=list)
-    quiet_rtts: list[float] = field(default_factory=list)  # agents that send no metrics
-    points_acked: int = 0
-    refused: int = 0
-    errors: list[str] = field(default_factory=list)
-    lost_max: int = 0
-    beating: set[str] = field(default_factory=set)  # agents with a heartbeat acknowledged
 
 
 def simulated_nodes(
@@ -111,86 +108,6 @@ def _setup(agents: int, senders: int) -> tuple[list[str], list[dict[str, int]], 
     return credentials, tasks, big
 
 
-def _batch(step0: int, seq: int, task: dict[str, int]) -> str:
-    points = ",".join(
-        f'{{"step":{s},"time":null,"values":{{"loss":{1.0 / (s + 1):.6f}}}}}'
-        for s in range(step0, step0 + BATCH_POINTS)
-    )
-    return (
-        f'{{"type":"metrics","id":{task["id"]},"attempt":{task["attempt"]},'
-        f'"seq":{seq},"points":[{points}]}}'
-    )
-
-
-async def _agent(
-    url: str,
-    credential: str,
-    task: dict[str, int] | None,
-    stop: asyncio.Event,
-    stats: Stats,
-    tls: ssl.SSLContext | None = None,
-) -> None:
-    from websockets.asyncio.client import connect
-
-    headers = {"Authorization": f"Node {credential}"}
-    options: dict[str, Any] = {"ssl": tls} if tls is not None else {}
-    async with connect(
-        url, additional_headers=headers, open_timeout=60, max_size=None, **options
-    ) as ws:
-        seq = 0
-        sent_at: dict[int, float] = {}  # heartbeat seq -> time sent
-        batches: dict[int, None] = {}  # metric batch seqs in flight
-        window = asyncio.Semaphore(2)
-
-        async def receive() -> None:
-            async for raw in ws:
-                frame = json.loads(raw)
-                if frame["type"] == "ack":
-                    now = time.perf_counter()
-                    also = set(frame.get("also", ()))
-                    for s in [s for s in sent_at if s <= frame["seq"] or s in also]:
-                        rtt = (now - sent_at.pop(s)) * 1000
-                        stats.beating.add(credential)
-                        stats.rtts.append(rtt)
-                        if task is None:
-                            stats.quiet_rtts.append(rtt)
-                    for s in [s for s in batches if s <= frame["seq"]]:
-                        del batches[s]
-                        stats.points_acked += BATCH_POINTS
-                        window.release()
-                elif frame["type"] == "error":
-                    stats.refused += 1
-
-        async def heartbeats() -> None:
-            nonlocal seq
-            await asyncio.sleep(random.uniform(0, HEARTBEAT_S))
-            while not stop.is_set():
-                seq += 1
-                sent_at[seq] = time.perf_counter()
-                beat = {"type": "heartbeat", "usage": {"cpu_percent": 3.0}, "tasks": [], "seq": seq}
-                await ws.send(json.dumps(beat))
-                await asyncio.sleep(HEARTBEAT_S)
-
-        async def metrics() -> None:
-            nonlocal seq
-            assert task is not None
-            step = 0
-            while not stop.is_set():
-                await window.acquire()
-                seq += 1
-                batches[seq] = None
-                await ws.send(_batch(step, seq, task))
-                step += BATCH_POINTS
-
-        jobs = [asyncio.create_task(receive()), asyncio.create_task(heartbeats())]
-        if task is not None:
-            jobs.append(asyncio.create_task(metrics()))
-        await stop.wait()
-        for job in jobs:
-            job.cancel()
-        await asyncio.gather(*jobs, return_exceptions=True)
-
-
 def _lost_count(lost_after: float) -> int:
     from datetime import timedelta
 
@@ -213,47 +130,6 @@ def _nodes_seen_now() -> None:
 
     Node.objects.update(last_seen=timezone.now())
     connection.close()
-
-
-def _peak_rss_mb(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total = max(total, int(line.split()[1]) / 1024)
-        except OSError:
-            continue
-    return round(total, 1)
-
-
-def _web_pids(parent: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout
-    return [parent, *map(int, out.split())]
-
-
-def _postgres_pids() -> list[int]:
-    """The private PostgreSQL's server and backends (children of its postmaster)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        backend = cursor.fetchone()[0]
-    connection.close()
-    postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    return _web_pids(postmaster)
-
-
-def _cpu_s(pids: list[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
 
 
 async def _read_series(base: str, job_id: int) -> dict[str, Any]:
@@ -386,7 +262,7 @@ def run_case(agents: int, senders: int, seconds: float, workers: int) -> dict[st
             _nodes_seen_now()
             from django.conf import settings
 
-            return asyncio.run(
+            result = asyncio.run(
                 _drive(
                     base,
                     credentials,
@@ -397,6 +273,12 @@ def run_case(agents: int, senders: int, seconds: float, workers: int) -> dict[st
                     settings.NODE_LOST_AFTER_SECONDS,
                 )
             )
+            from trainhub.jobs.models import Task
+
+            ids = [t["id"] for t in tasks]
+            jobs = list(Task.objects.filter(pk__in=ids).values_list("job_id", flat=True))
+            result["storage"] = chunk_storage({"ingested": jobs, "series_1m": [big]})
+            return result
         finally:
             web.terminate()
             web.wait(30)

@@ -3,8 +3,9 @@
 Every message an agent sends carries `seq` (1, 2, 3… per connection); the server answers
 with `ack` frames (`seq`: every message up to it was handled) and with an `error` frame
 for each refused message or item, naming its field. The server reads what it receives
-with `receive`: a metrics batch with one bad point is applied without that point (and
-the point is refused alone); a message whose envelope is bad is refused as a whole.
+with `receive`: a columnar metrics batch with a bad series is refused whole, the field
+named; a per-point batch of an older agent with one bad point is applied without that
+point (and the point is refused alone); a message whose envelope is bad is refused whole.
 `AckWindow` is the server's count of what it may acknowledge. docs/protocol.md §1.
 """
 
@@ -17,17 +18,8 @@ from typing import Any
 
 from ps_runtime.agent.fields import JsonObject, ProtocolError, join
 from ps_runtime.agent.kinds import MessageKind
-from ps_runtime.agent.messages import (
-    MAX_STEP,
-    Heartbeat,
-    Logs,
-    MetricPoint,
-    Metrics,
-    TaskStatus,
-    UpwardMessage,
-    batch_items,
-    parse_from_agent,
-)
+from ps_runtime.agent.messages import Heartbeat, Logs, TaskStatus, UpwardMessage, parse_from_agent
+from ps_runtime.agent.metricmessages import MAX_STEP, MetricPoint, Metrics, batch_items
 from ps_runtime.agent.stallmessages import Progress, Stacks
 
 
@@ -63,8 +55,8 @@ def receive(obj: object) -> Received:
     try:
         fields = JsonObject(obj)
         kind = fields.choice("type", MessageKind)
-        if kind == MessageKind.METRICS:
-            return _metrics(seq, fields)
+        if kind == MessageKind.METRICS and "series" not in fields.data and "points" in fields.data:
+            return _metrics(seq, fields)  # the per-point form of older agents
         message = parse_from_agent(obj)
     except ProtocolError as exc:
         return Received(seq, None, (Refusal(exc.path, str(exc)),))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -29,6 +28,7 @@ from ps_runtime.agent.fields import (
 )
 from ps_runtime.agent.gpus import GpuUsage
 from ps_runtime.agent.kinds import MessageKind
+from ps_runtime.agent.metricmessages import Metrics, batch_items
 from ps_runtime.agent.stallmessages import CaptureStacks, Progress, Stacks
 from ps_runtime.agent.taskkey import TaskKey, task_key, task_wire
 from ps_runtime.version import check_version
@@ -49,13 +49,6 @@ class IsolationMode(StrEnum):
     SANDBOX_USER = "sandbox-user"
     # The agent cannot sandbox (its log and the node page say why): it starts no task.
     UNAVAILABLE = "unavailable"
-
-
-# A metrics or logs message holds at most this many items (the agent batches by 1,000);
-# a bigger one is refused as a whole.
-MAX_BATCH_ITEMS = 1000
-# Steps are what a chart's x axis shows; beyond 2**53 a browser cannot tell them apart.
-MAX_STEP = 2**53
 
 
 class ReportedState(StrEnum):
@@ -256,58 +249,6 @@ class TaskStatus:
 
 
 @dataclass(frozen=True, slots=True)
-class MetricPoint:
-    """What one `ps_runtime.report(step=…, **values)` call reported."""
-
-    values: Mapping[str, float]
-    step: int | None = None
-    time: datetime | None = None  # None: the server uses the time it received the point
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "time": None if self.time is None else self.time.isoformat(),
-            "values": dict(self.values),
-        }
-
-    @classmethod
-    def from_fields(cls, fields: JsonObject) -> MetricPoint:
-        values = fields.obj("values", required=True)
-        if "" in values.data:
-            raise ProtocolError(
-                f"{values.path} must not name a value with an empty string", values.path
-            )
-        return cls(
-            values={name: as_number(v, values.at(name)) for name, v in values.data.items()},
-            step=fields.optional_integer("step", minimum=0, maximum=MAX_STEP),
-            time=fields.optional_time("time"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Metrics:
-    """A batch of a task attempt's reported points (at most every 0.5 s)."""
-
-    KIND: ClassVar[MessageKind] = MessageKind.METRICS
-    task: TaskKey
-    points: tuple[MetricPoint, ...]
-
-    def to_wire(self) -> dict[str, Any]:
-        return {**task_wire(self.KIND, self.task), "points": [p.to_wire() for p in self.points]}
-
-    @classmethod
-    def from_fields(cls, fields: JsonObject) -> Metrics:
-        where = fields.at("points")
-        points = batch_items(fields, "points")
-        return cls(
-            task=task_key(fields),
-            points=tuple(
-                MetricPoint.from_fields(JsonObject(p, join(where, i))) for i, p in enumerate(points)
-            ),
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class Logs:
     """A batch of a task attempt's output lines on one stream (at most every 0.5 s)."""
 
@@ -332,17 +273,6 @@ class Logs:
             stream=fields.choice("stream", LogStream),
             lines=tuple(as_log_line(line, join(where, i)) for i, line in enumerate(lines)),
         )
-
-
-def batch_items(fields: JsonObject, name: str) -> list[Any]:
-    """The items of a metrics or logs batch: a list of at most `MAX_BATCH_ITEMS`."""
-    items = fields.items(name, required=True)
-    if len(items) > MAX_BATCH_ITEMS:
-        raise ProtocolError(
-            f"{fields.at(name)} must hold at most {MAX_BATCH_ITEMS} items, got {len(items)}",
-            fields.at(name),
-        )
-    return items
 
 
 UpwardMessage = Heartbeat | TaskStatus | Metrics | Logs | Progress | Stacks

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ps_runtime.agent.protocol import (
+    MAX_BATCH_VALUES,
     Logs,
     LogStream,
     MessageKind,
@@ -46,6 +47,7 @@ PROGRESS = MessageKind.PROGRESS
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_BATCH_ITEMS = 1000
+HALF_BATCH_VALUES = MAX_BATCH_VALUES // 2
 # Rough per-item overhead in the JSON message, so empty lines still count.
 _ITEM_OVERHEAD = 8
 
@@ -57,6 +59,7 @@ class _Batch:
     stream: LogStream | None  # the stream of a logs batch, None for the others
     items: list[Any] = field(default_factory=list)  # log lines, MetricPoints, ProgressItems
     size: int = 0
+    values: int = 0  # of a metrics batch: the values of its points (its columns' length)
 
     def to_message(self) -> Logs | Metrics | Progress:
         if self.stream is not None:
@@ -100,7 +103,7 @@ class Outbox:
         self._add(LOGS, key, stream, line, len(line))
 
     def add_metric(self, key: TaskKey, point: MetricPoint, size: int) -> None:
-        self._add(METRICS, key, None, point, size)
+        self._add(METRICS, key, None, point, size, len(point.values))
 
     def add_progress(self, key: TaskKey, item: ProgressItem) -> None:
         """A stall-detection item (a few per task and minute; never dropped for room)."""
@@ -208,7 +211,13 @@ class Outbox:
             return len(self._entries)
 
     def _add(
-        self, kind: MessageKind, key: TaskKey, stream: LogStream | None, item: Any, size: int
+        self,
+        kind: MessageKind,
+        key: TaskKey,
+        stream: LogStream | None,
+        item: Any,
+        size: int,
+        values: int = 0,
     ) -> None:
         size += _ITEM_OVERHEAD
         with self._lock:
@@ -219,8 +228,11 @@ class Outbox:
                 self._open[(kind, key, stream)] = batch
             batch.items.append(item)
             batch.size += size
+            batch.values += values
             self._bytes += size
-            if len(batch.items) >= self._max_batch_items:
+            # Half the values a metrics message may hold: one more point (a report line
+            # of at most 64 KiB) never takes a batch over the limit.
+            if len(batch.items) >= self._max_batch_items or batch.values >= HALF_BATCH_VALUES:
                 del self._open[(kind, key, stream)]
             self._enforce_budget()
 
@@ -251,7 +263,8 @@ def _message_size(message: UpwardMessage) -> int:
     if isinstance(message, Logs):
         return sum(len(line) + _ITEM_OVERHEAD for line in message.lines)
     if isinstance(message, Metrics):
-        return len(message.points) * (64 + _ITEM_OVERHEAD)
+        points = len(message.points) + sum(len(c) for c in message.series.values())
+        return points * (64 + _ITEM_OVERHEAD)
     if isinstance(message, Progress):
         return len(message.items) * _ITEM_OVERHEAD
     return 0

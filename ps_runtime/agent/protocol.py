@@ -19,8 +19,6 @@ from ps_runtime.agent.envspec import JobEnvironment
 from ps_runtime.agent.fields import JsonObject, ProtocolError, as_int, as_str, join
 from ps_runtime.agent.kinds import MessageKind
 from ps_runtime.agent.messages import (
-    MAX_BATCH_ITEMS,
-    MAX_STEP,
     AgentMessage,
     DownwardMessage,
     Heartbeat,
@@ -28,14 +26,20 @@ from ps_runtime.agent.messages import (
     LiveTask,
     Logs,
     LogStream,
-    MetricPoint,
-    Metrics,
     ReportedState,
     TaskStatus,
     UpwardMessage,
     parse_agent_message,
     parse_from_agent,
     parse_from_server,
+)
+from ps_runtime.agent.metricmessages import (
+    MAX_BATCH_ITEMS,
+    MAX_BATCH_VALUES,
+    MAX_STEP,
+    MetricPoint,
+    Metrics,
+    SeriesColumns,
 )
 from ps_runtime.agent.stallmessages import (
     CaptureStacks,
@@ -55,6 +59,7 @@ __all__ = [
     "DESIRED_TASKS_PATH",
     "ENROLL_PATH",
     "MAX_BATCH_ITEMS",
+    "MAX_BATCH_VALUES",
     "MAX_STEP",
     "WEBSOCKET_PATH",
     "Ack",
@@ -80,6 +85,7 @@ __all__ = [
     "ProtocolError",
     "RenewedCredential",
     "ReportedState",
+    "SeriesColumns",
     "StackMethod",
     "Stacks",
     "TaskKey",

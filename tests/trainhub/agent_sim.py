@@ -1,4 +1,5 @@
-"""Playing a node agent against the real gateway: fetch desired tasks, report statuses.
+"""Playing a node agent against the real gateway: fetch desired tasks, report statuses
+and metrics.
 
 Both go through the runtime's own protocol types, so every test that uses these also
 checks that what the server sends is what an agent accepts, and the other way round.
@@ -12,7 +13,14 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 from trainhub.agents.services import handle_message
 
-from ps_runtime.agent.protocol import ReportedState, TaskKey, TaskStatus, parse_desired_tasks
+from ps_runtime.agent.protocol import (
+    MetricPoint,
+    Metrics,
+    ReportedState,
+    TaskKey,
+    TaskStatus,
+    parse_desired_tasks,
+)
 
 
 def agent_tasks(credential: str) -> dict[str, Any]:
@@ -26,3 +34,11 @@ def agent_tasks(credential: str) -> dict[str, Any]:
 def report(node_id: int, task: dict[str, Any], state: str, exit_code: int | None = None) -> None:
     status = TaskStatus(TaskKey(task["id"], task["attempt"]), ReportedState(state), exit_code)
     handle_message(node_id=node_id, now=timezone.now(), message=status.to_wire())
+
+
+def report_metrics(node_id: int, task: dict[str, Any], *points: MetricPoint) -> dict[str, Any]:
+    """Send `points` as the agent does (`Metrics.to_wire`: columns per series); returns
+    the message sent."""
+    message = Metrics(TaskKey(task["id"], task["attempt"]), points).to_wire()
+    handle_message(node_id=node_id, now=timezone.now(), message=message)
+    return message

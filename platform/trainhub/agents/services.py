@@ -12,6 +12,8 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, assert_never
 
+import numpy as np
+
 from ps_runtime.agent.delivery import Refusal
 from ps_runtime.agent.protocol import (
     Heartbeat,
@@ -20,6 +22,7 @@ from ps_runtime.agent.protocol import (
     Progress,
     ProgressItem,
     ProtocolError,
+    SeriesColumns,
     Stacks,
     TaskKey,
     TaskStatus,
@@ -36,9 +39,11 @@ from trainhub.jobs.services import (
 from trainhub.jobs.services.stalls import record_stacks
 from trainhub.nodes.capacity import CapacityReport, cap_to_reports
 from trainhub.nodes.heartbeats import HeartbeatRecord, record_heartbeat, record_heartbeats
+from trainhub.telemetry.chunks import micros
+from trainhub.telemetry.codec import Columns
 from trainhub.telemetry.progress import record_progress
 from trainhub.telemetry.selectors import stderr_tail
-from trainhub.telemetry.services import PointRow, checked_rows, ingest_logs, ingest_rows
+from trainhub.telemetry.services import ingest_logs, ingest_series
 
 # The data lane's messages: stored in batches (`ingest_batch`).
 DataMessage = Metrics | Logs | Progress | Stacks
@@ -80,8 +85,9 @@ def ingest_batch(
     *, node_id: int, messages: list[DataMessage], now: datetime
 ) -> list[tuple[int, Refusal]]:
     """Store several metrics, logs, progress and stacks messages of one node together: one
-    lookup of their tasks, one insert (or update) per task and kind. Returns the refused
-    ones, by index: a message about a task attempt that does not run on this node."""
+    lookup of their tasks, one insert (or update) per task and kind (the metrics of a
+    task: one chunk per series). Returns the refused ones, by index: a message about a
+    task attempt that does not run on this node."""
     keys = {m.task for m in messages}
     tasks = {
         TaskKey(t.pk, t.attempt): t
@@ -89,7 +95,7 @@ def ingest_batch(
         if TaskKey(t.pk, t.attempt) in keys
     }
     refused: list[tuple[int, Refusal]] = []
-    points: dict[TaskKey, list[PointRow]] = defaultdict(list)
+    series: dict[TaskKey, dict[str, list[Columns]]] = defaultdict(lambda: defaultdict(list))
     lines: dict[tuple[TaskKey, str], list[str]] = defaultdict(list)
     progress: dict[TaskKey, list[ProgressItem]] = defaultdict(list)
     stacks: list[Stacks] = []
@@ -98,18 +104,17 @@ def ingest_batch(
             why = f"no attempt {message.task.attempt} of task {message.task.id} runs on this node"
             refused.append((i, Refusal("id", why)))
         elif isinstance(message, Metrics):
-            points[message.task].extend(
-                checked_rows(((p.step, p.time, p.values) for p in message.points), now)
-            )
+            for name, columns in message.columns(now).items():
+                series[message.task][name].append(_columns(columns, now))
         elif isinstance(message, Progress):
             progress[message.task].extend(message.items)
         elif isinstance(message, Stacks):
             stacks.append(message)
         else:
             lines[(message.task, message.stream.value)].extend(message.lines)
-    for key, reported in points.items():
-        if reported:
-            ingest_rows(task=tasks[key], rows=reported, now=now)
+    for key, named in series.items():
+        merged = {name: Columns.concat(parts) for name, parts in named.items()}
+        ingest_series(task=tasks[key], series=merged, now=now)
     for (key, stream), output in lines.items():
         ingest_logs(task=tasks[key], stream=stream, lines=output, now=now)
     for key, items in progress.items():
@@ -117,6 +122,14 @@ def ingest_batch(
     for message in stacks:
         record_stacks(tasks[message.task], method=message.method.value, text=message.text, now=now)
     return refused
+
+
+def _columns(columns: SeriesColumns, now: datetime) -> Columns:
+    """A message's series as telemetry stores it: without times, every point at `now`."""
+    times = columns.times
+    if times is None:
+        times = np.full(len(columns), micros(now), dtype=np.int64)
+    return Columns(columns.steps, times, columns.values)
 
 
 def apply_heartbeats(beats: dict[int, tuple[Heartbeat, datetime]]) -> None:

@@ -9,7 +9,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from trainhub.jobs.models import Job
-from trainhub.telemetry.models import MetricPoint
+from trainhub.telemetry.chunks import read_jobs
 
 from .models import Experiment, Trial
 
@@ -41,16 +41,13 @@ def trial_curves(
     }
     budget_at: dict[tuple[int, int], float] = {}
     values: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    points = (
-        MetricPoint.objects.filter(job_id__in=number_of, name__in={metric, budget_metric})
-        .order_by()
-        .values_list("job_id", "name", "step", "value")
-    )
-    for job_id, name, step, value in points:
-        if name == budget_metric:
-            budget_at[(job_id, step)] = value
-        if name == metric:
-            values[job_id].append((step, value))
+    for (job_id, name), columns in read_jobs(number_of, {metric, budget_metric}).items():
+        points = zip(columns.steps.tolist(), columns.values.tolist(), strict=True)
+        for step, value in points:
+            if name == budget_metric:
+                budget_at[(job_id, step)] = value
+            if name == metric:
+                values[job_id].append((step, value))
     curves: dict[int, list[list[float]]] = defaultdict(list)
     for job_id, reported in values.items():
         for step, value in reported:

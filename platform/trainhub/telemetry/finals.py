@@ -11,9 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import Count, Max, Min, OuterRef, Subquery
-
-from .models import MetricPoint
+from .models import MetricRollup
+from .rollups import TOP
 
 _LOWER = re.compile(r"loss|rmse|mse|mae|error|err\b|perplexity|latency|seconds|regret")
 _HIGHER = re.compile(r"auc|acc|precision|recall|f1|ndcg|hit|map\b|reward|per_sec|throughput")
@@ -89,31 +88,29 @@ def shown(value: float) -> str:
 
 def final_values(job_ids: Sequence[int], names: Sequence[str] | None = None) -> list[MetricRow]:
     """Per metric (by name; only `names` when given), each job's final, lowest and highest
-    value; one query."""
-    last = MetricPoint.objects.filter(job_id=OuterRef("job_id"), name=OuterRef("name"))
-    points = MetricPoint.objects.filter(job_id__in=job_ids)
+    value; one query, of the widest rollups (every step lies in one of their blocks), so
+    it reads no raw points and still answers once retention deleted those."""
+    rollups = MetricRollup.objects.filter(job_id__in=job_ids, level=TOP)
     if names is not None:
-        points = points.filter(name__in=names)
-    rows = (
-        points.order_by()  # no Meta.ordering in the GROUP BY
-        .values("job_id", "name")
-        .annotate(
-            low=Min("value"),
-            high=Max("value"),
-            points=Count("id"),
-            last_step=Max("step"),
-            last=Subquery(last.order_by("-step", "-id").values("value")[:1]),
-        )
-    )
+        rollups = rollups.filter(name__in=names)
     found: dict[str, dict[int, Final]] = {}
-    for row in rows:
-        found.setdefault(row["name"], {})[row["job_id"]] = Final(
-            last=row["last"],
-            last_step=row["last_step"],
-            low=row["low"],
-            high=row["high"],
-            points=row["points"],
-        )
+    rows = rollups.order_by("job_id", "name", "block").values_list(
+        "job_id", "name", "min_value", "max_value", "count", "last_step", "last_value"
+    )
+    for job_id, name, low, high, count, last_step, last_value in rows:
+        seen = found.setdefault(name, {}).get(job_id)
+        if seen is None:
+            found[name][job_id] = Final(
+                last=last_value, last_step=last_step, low=low, high=high, points=count
+            )
+        else:  # a later block: its last point is later
+            found[name][job_id] = Final(
+                last=last_value,
+                last_step=last_step,
+                low=min(seen.low, low),
+                high=max(seen.high, high),
+                points=seen.points + count,
+            )
     table = []
     for name in sorted(found):
         direction = better(name)

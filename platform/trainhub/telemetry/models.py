@@ -8,38 +8,52 @@ from django.db.models import Value
 from trainhub.jobs.models import Job, Task
 
 
-class MetricPoint(models.Model):
-    # The hottest table: no database-level foreign keys (their per-row checks at commit
-    # cost 40% of a COPY of points, bench/telemetry.py) and no index of job alone (the
-    # (job, name, step) index serves it). Ingest only stores points of a task it looked up
-    # (`agents.services.ingest_batch`), and deleting a job or task cascades in Django.
+class MetricChunk(models.Model):
+    """Points of one metric of a job, compressed (`codec.py`): a batch as it was stored,
+    or up to `chunks.CHUNK_POINTS` points merged from small ones (`chunks.compact`).
+
+    The hottest table: no database-level foreign keys (their checks at commit cost, see
+    bench/telemetry.py) and no index of job alone (the (job, name, last_step) index serves
+    it). Ingest only stores points of a task it looked up (`agents.services.ingest_batch`),
+    and deleting a job or task cascades in Django.
+    """
+
     job = models.ForeignKey(
         Job,
         on_delete=models.CASCADE,
-        related_name="metric_points",
+        related_name="metric_chunks",
         db_constraint=False,
         db_index=False,
     )
     task = models.ForeignKey(
-        Task, null=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+        Task,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
     )
     name = models.CharField(max_length=100)
-    step = models.BigIntegerField()
-    value = models.FloatField()
-    time = models.DateTimeField()
+    first_step = models.BigIntegerField()
+    last_step = models.BigIntegerField()
+    first_time = models.DateTimeField()
+    last_time = models.DateTimeField()
+    count = models.IntegerField()
+    data = models.BinaryField()
 
     class Meta:
-        indexes = [models.Index(fields=["job", "name", "step"])]
-        ordering = ["job_id", "name", "step", "id"]
+        # A range of steps: the chunks whose last step is at or past its start, up to the
+        # first that starts after its end (steps mostly grow with the chunk id).
+        indexes = [models.Index(fields=["job", "name", "last_step"], name="telemetry_chunk_range")]
 
     def __str__(self) -> str:
-        return f"{self.job_id} {self.name}@{self.step}={self.value}"
+        return f"{self.job_id} {self.name}@{self.first_step}..{self.last_step} ({self.count})"
 
 
 class MetricSeries(models.Model):
     """One metric of a job: its first and last step and its number of points.
 
-    Kept at ingest beside the raw points; a chart query starts here.
+    Kept at ingest beside the chunks; a chart query starts here.
     """
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -47,6 +61,9 @@ class MetricSeries(models.Model):
     first_step = models.BigIntegerField()
     last_step = models.BigIntegerField()
     count = models.BigIntegerField()
+    # Chunks of fewer than `chunks.FULL_CHUNK` points stored since the last compaction:
+    # at `chunks.COMPACT_AT` they are merged (in the transaction that stores the batch).
+    small_chunks = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name_plural = "metric series"

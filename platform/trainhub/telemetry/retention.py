@@ -1,12 +1,12 @@
 """Retention: deleting the raw telemetry of jobs that finished long ago.
 
 With `TELEMETRY_RETENTION_DAYS` set (0, the default, keeps everything), the raw metric
-points and log lines of jobs that finished longer ago than that are deleted, a job at a
-time. Each metric's series summary and rollups are kept: its chart still draws, from
-blocks of 16 steps or more (`selectors.metric_buckets`). The job's `JobTelemetry` row
-records when (`purged_at`), so the API and the job page can say why the lines are gone.
-Celery beat runs `tasks.purge_expired_telemetry` every
-`TELEMETRY_RETENTION_INTERVAL_SECONDS`.
+points (their chunks) and log lines of jobs that finished longer ago than that are
+deleted, a job at a time. Each metric's series summary and rollups are kept: its chart
+still draws, from blocks of 16 steps or more (`selectors.metric_buckets`), and its final
+values (`finals.py`) stay. The job's `JobTelemetry` row records when (`purged_at`), so
+the API and the job page can say why the lines are gone. Celery beat runs
+`tasks.purge_expired_telemetry` every `TELEMETRY_RETENTION_INTERVAL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Sum
 
 from trainhub.jobs.choices import JOB_TERMINAL
 
-from .models import JobTelemetry, LogLine, MetricPoint
+from .models import JobTelemetry, LogLine, MetricChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +45,9 @@ def purge_expired(*, now: datetime, days: float | None = None) -> Purged:
     for job_id in list(due.order_by("job_id")):
         with transaction.atomic():
             JobTelemetry.objects.filter(pk=job_id).update(purged_at=now)
-            points += MetricPoint.objects.filter(job_id=job_id).delete()[0]
+            chunks = MetricChunk.objects.filter(job_id=job_id)
+            points += chunks.aggregate(n=Sum("count"))["n"] or 0
+            chunks.delete()
             lines += LogLine.objects.filter(job_id=job_id).delete()[0]
         jobs += 1
     return Purged(jobs=jobs, points=points, lines=lines)

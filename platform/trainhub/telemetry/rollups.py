@@ -1,9 +1,10 @@
 """Rollups of a metric for charts: the arithmetic, free of the database.
 
-A metric's raw points are kept; beside them, level `k` (1..TOP) holds one summary per
-aligned block of 16**k steps — block `b` covers steps `b * 16**k .. (b+1) * 16**k - 1` —
-with the block's min, max, point count and last point (the highest step; among points of
-one step, the one that arrived last). Level 0 is the raw points themselves.
+A metric's raw points are kept (as chunks, `chunks.py`); beside them, level `k`
+(1..TOP) holds one summary per aligned block of 16**k steps — block `b` covers steps
+`b * 16**k .. (b+1) * 16**k - 1` — with the block's min, max, point count and last
+point (the highest step; among points of one step, the one that arrived last).
+Level 0 is the raw points themselves.
 
 A chart query for at most N buckets over steps `a..b` reads the finest level whose blocks
 over the range number at most 16·N, groups m of those blocks per bucket (m ≤ 16), and,
@@ -13,8 +14,12 @@ when `a` or `b` cuts a block in two, covers the cut part with blocks of lower le
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
+
+from .codec import Columns
 
 BITS = 4  # log2 of the fan-out: each level's blocks are 16 times wider than the last's
 TOP = 8  # the widest level: blocks of 16**8 (about 4.3 billion) steps
@@ -90,6 +95,32 @@ def rollup(points: Iterable[tuple[str, int, float]]) -> dict[RollupKey, Summary]
                 found.add(summary)
         out.update(upper)
         level = upper
+    return out
+
+
+def rollup_columns(series: Mapping[str, Columns]) -> dict[RollupKey, Summary]:
+    """`rollup` of a batch held as columns per name, with array operations: the points
+    ordered by step (stably, so the last of one step is the last that arrived), then per
+    level the runs of one block reduced at once. The same summaries as `rollup`."""
+    out: dict[RollupKey, Summary] = {}
+    for name, columns in series.items():
+        if not len(columns):
+            continue
+        ordered = columns.by_step()
+        steps, values = ordered.steps, ordered.values
+        for k in range(1, TOP + 1):
+            blocks = steps >> (BITS * k)
+            starts = np.flatnonzero(np.concatenate(([True], blocks[1:] != blocks[:-1])))
+            ends = np.append(starts[1:], len(steps)) - 1
+            lows = np.minimum.reduceat(values, starts).tolist()
+            highs = np.maximum.reduceat(values, starts).tolist()
+            counts = (ends - starts + 1).tolist()
+            last_steps = steps[ends].tolist()
+            last_values = values[ends].tolist()
+            for i, block in enumerate(blocks[starts].tolist()):
+                out[(name, k, block)] = Summary(
+                    lows[i], highs[i], counts[i], last_steps[i], last_values[i]
+                )
     return out
 
 

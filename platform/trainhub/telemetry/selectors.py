@@ -7,13 +7,16 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import F, Max, Min, Value
+from django.db.models import Max, Min
 
 from trainhub.jobs.models import Job
 
-from .models import JobTelemetry, LogLine, MetricPoint, MetricRollup, MetricSeries
+from .chunks import from_micros, read_ranges, read_series
+from .codec import Columns
+from .models import JobTelemetry, LogLine, MetricRollup, MetricSeries
 from .rollups import BITS, Plan, Row, Summary, buckets, plan, raw_plan
 
 
@@ -45,20 +48,17 @@ def metric_series(
     end: int | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """All points of the job by metric name over steps `start..end` (default: all), ordered
-    by step."""
-    points = MetricPoint.objects.filter(job=job)
-    if names:
-        points = points.filter(name__in=names)
-    if start is not None:
-        points = points.filter(step__gte=start)
-    if end is not None:
-        points = points.filter(step__lte=end)
-    series: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for name, step, value, time in points.order_by("name", "step", "id").values_list(
-        "name", "step", "value", "time"
-    ):
-        series[name].append({"step": step, "value": value, "time": time.isoformat()})
-    return dict(series)
+    by step; only the chunks that overlap the range are decoded."""
+    series: dict[str, list[dict[str, Any]]] = {}
+    for name, columns in sorted(read_series(job.pk, names or None, start=start, end=end).items()):
+        times = columns.times.tolist()
+        series[name] = [
+            {"step": step, "value": value, "time": from_micros(times[i]).isoformat()}
+            for i, (step, value) in enumerate(
+                zip(columns.steps.tolist(), columns.values.tolist(), strict=True)
+            )
+        ]
+    return series
 
 
 def metric_buckets(
@@ -73,9 +73,10 @@ def metric_buckets(
     `start..end` (default: all), each with its last point, min, max and point count.
 
     A range with at most `max_points` points comes back exact: one bucket per step.
-    Two queries whatever the number of metrics (three when a range turns out sparse):
-    the series summaries, then the rollup blocks and raw points the plans name. Once
-    retention deleted the raw points, only rollups are read: blocks of 16 steps or more.
+    At most three queries whatever the number of metrics (five when a range turns out
+    sparse): the series summaries, then the rollup blocks and the chunks of raw points
+    the plans name (only the chunks over those steps are decoded). Once retention
+    deleted the raw points, only rollups are read: blocks of 16 steps or more.
     """
     usage = usage_of(job)
     min_level = 1 if usage is not None and usage.purged_at is not None else 0
@@ -118,8 +119,8 @@ def metric_clock(job: Job, *, max_points: int) -> list[dict[str, Any]]:
 
     The steps of every metric are cut into at most `max_points` equal ranges; each range
     gives its first step with the earliest time reported in it and its last step with the
-    latest. Two queries. Empty once retention deleted the raw points (rollups keep no
-    time) or before the job reported anything.
+    latest. Two queries (every chunk of the job is decoded). Empty once retention deleted
+    the raw points (rollups keep no time) or before the job reported anything.
     """
     span = MetricSeries.objects.filter(job=job).aggregate(
         first=Min("first_step"), last=Max("last_step")
@@ -128,24 +129,25 @@ def metric_clock(job: Job, *, max_points: int) -> list[dict[str, Any]]:
     if first is None or last is None:
         return []
     width = max(1, -(-(last - first + 1) // max_points))  # ceil
-    rows = (
-        MetricPoint.objects.filter(job=job)
-        .annotate(bucket=(F("step") - Value(first)) / Value(width))
-        .values("bucket")
-        .annotate(
-            first_step=Min("step"),
-            first_time=Min("time"),
-            last_step=Max("step"),
-            last_time=Max("time"),
-        )
-        .order_by("bucket")
-        .values_list("first_step", "first_time", "last_step", "last_time")
-    )
+    found = list(read_series(job.pk).values())
+    if not found:
+        return []
+    columns = Columns.concat(found)
+    order = np.argsort((columns.steps - first) // width, kind="stable")
+    steps, times = columns.steps[order], columns.times[order]
+    bucket = (steps - first) // width
+    starts = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
     clock: list[dict[str, Any]] = []
-    for first_step, first_time, last_step, last_time in rows:
-        clock.append({"step": first_step, "time": first_time.isoformat()})
+    for first_step, first_time, last_step, last_time in zip(
+        np.minimum.reduceat(steps, starts).tolist(),
+        np.minimum.reduceat(times, starts).tolist(),
+        np.maximum.reduceat(steps, starts).tolist(),
+        np.maximum.reduceat(times, starts).tolist(),
+        strict=True,
+    ):
+        clock.append({"step": first_step, "time": from_micros(first_time).isoformat()})
         if last_step != first_step:
-            clock.append({"step": last_step, "time": last_time.isoformat()})
+            clock.append({"step": last_step, "time": from_micros(last_time).isoformat()})
     return clock
 
 
@@ -158,12 +160,13 @@ def _read(job: Job, plans: list[Plan]) -> dict[str, list[Summary]]:
     """
     parts: list[str] = []
     params: list[Any] = []
+    raw = [(p.name, s.first, s.last) for p in plans for s in p.spans if s.level == 0]
+    rows: dict[str, list[Row]] = _raw_rows(job.pk, raw)
     for p in plans:
         for span in p.spans:
             if span.level == 0:
-                parts.append(_RAW)
-                params += [job.pk, p.name, span.first, span.last]
-            elif span.level == p.level:
+                continue
+            if span.level == p.level:
                 per_bucket = p.width >> (BITS * p.level)
                 parts.append(
                     _GROUPED.format(
@@ -178,30 +181,37 @@ def _read(job: Job, plans: list[Plan]) -> dict[str, list[Summary]]:
             else:
                 parts.append(_BLOCKS)
                 params += [job.pk, p.name, span.level, span.first, span.last]
-    rows: dict[str, list[Row]] = defaultdict(list)
     if parts:
         quote = connection.ops.quote_name
-        sql = " UNION ALL ".join(parts).format(
-            points=quote(MetricPoint._meta.db_table), rollups=quote(MetricRollup._meta.db_table)
-        )
+        sql = " UNION ALL ".join(parts).format(rollups=quote(MetricRollup._meta.db_table))
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             fetched = cursor.fetchall()
-        # Raw points of one step in arrival order: `buckets` keeps that order.
-        fetched.sort(key=lambda r: r[8])
-        for name, level, block, low, high, count, last_step, last_value, _ in fetched:
+        for name, level, block, low, high, count, last_step, last_value in fetched:
             rows[name].append((level, block, Summary(low, high, count, last_step, last_value)))
+    # Raw points of one step come in arrival order: `buckets` keeps that order.
     return {p.name: buckets(p, rows[p.name]) for p in plans}
 
 
+def _raw_rows(job_id: int, spans: list[tuple[str, int, int]]) -> dict[str, list[Row]]:
+    """The raw points of each `(name, first step, last step)` as rows, by name, decoded
+    from the chunks over those ranges (one query)."""
+    rows: dict[str, list[Row]] = defaultdict(list)
+    if not spans:
+        return rows
+    found = read_ranges(job_id, spans)
+    for (name, _, _), columns in zip(spans, found, strict=True):
+        rows[name] += [
+            (0, step, Summary(value, value, 1, step, value))
+            for step, value in zip(columns.steps.tolist(), columns.values.tolist(), strict=True)
+        ]
+    return rows
+
+
 # Columns of every part: name, level, block (or step), min, max, count, last step and
-# value, and the order of raw points of one step.
-_RAW = (
-    "SELECT name, 0, step, value, value, 1, step, value, id FROM {points}"
-    " WHERE job_id = %s AND name = %s AND step BETWEEN %s AND %s"
-)
+# value.
 _BLOCKS = (
-    'SELECT name, level, block, min_value, max_value, "count", last_step, last_value, 0'
+    'SELECT name, level, block, min_value, max_value, "count", last_step, last_value'
     " FROM {rollups} WHERE job_id = %s AND name = %s AND level = %s"
     " AND block BETWEEN %s AND %s"
 )
@@ -210,7 +220,7 @@ _BLOCKS = (
 # last step (the blocks of one level have distinct last steps).
 _GROUPED = (
     "SELECT g.name, 0, {origin} + g.i * {width}, g.low, g.high, g.n, g.last_step,"
-    " r.last_value, 0"
+    " r.last_value"
     " FROM (SELECT name, (block - {first}) / {per_bucket} AS i, MIN(min_value) AS low,"
     ' MAX(max_value) AS high, SUM("count") AS n, MAX(last_step) AS last_step'
     " FROM {{rollups}} WHERE job_id = %s AND name = %s AND level = %s"

@@ -1,18 +1,22 @@
 """Ingesting metric batches and log chunks from agents.
 
-Each batch is charged to the job's budgets (`budgets.py`): what lies beyond is counted,
-not stored. Log text is cleaned (`text.py`) and each line gets its byte offset in its
-task's stream. Each stored batch is published (`MetricPointsIngested`,
-`LogLinesIngested`); the browser feed (`live.on_event`) pushes it to the job's watchers.
+Metric points arrive as columns per series (`codec.Columns`) and are stored as chunks
+(`chunks.py`), folded into the series and rollups with array operations. Each batch is
+charged to the job's budgets (`budgets.py`): what lies beyond is counted, not stored.
+Log text is cleaned (`text.py`) and each line gets its byte offset in its task's stream.
+Each stored batch is published (`MetricPointsIngested`, `LogLinesIngested`); the browser
+feed (`live.on_event`) pushes it to the job's watchers.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -21,9 +25,11 @@ from trainhub.jobs.models import Task
 from trainhub.opmetrics import INGESTED, OVER_BUDGET
 
 from .budgets import charge_log, charge_points, locked_usage
-from .models import LogLine, MetricPoint, MetricRollup, MetricSeries
+from .chunks import FULL_CHUNK, chunk_rows, columns_of, compact_due, from_micros
+from .codec import Columns
+from .models import LogLine, MetricChunk, MetricRollup, MetricSeries
 from .progress import note_steps
-from .rollups import rollup
+from .rollups import rollup_columns
 from .text import clean_text, storable
 
 MAX_LINE_CHARS = 4000
@@ -73,23 +79,6 @@ def _rows(points: list[dict[str, Any]], now: datetime) -> list[PointRow]:
     return rows
 
 
-def checked_rows(
-    points: Iterable[tuple[int | None, datetime | None, Mapping[str, float]]], now: datetime
-) -> list[PointRow]:
-    """Rows of points already checked by the agent protocol's reader (an integer step in
-    range or None, an aware time or None, finite numbers by non-empty names): only what
-    storage adds is checked here. A point without a step is not stored, as in `_rows`."""
-    rows: list[PointRow] = []
-    for step, time, values in points:
-        if step is None:
-            continue
-        when = now if time is None else time
-        for name, value in values.items():
-            if len(name) <= 100 and storable(name):
-                rows.append((name, step, float(value), when))
-    return rows
-
-
 def ingest_metrics(
     *, task: Task, points: list[dict[str, Any]], now: datetime
 ) -> list[dict[str, Any]]:
@@ -108,96 +97,141 @@ def ingest_metrics(
 def ingest_rows(
     *, task: Task, rows: list[PointRow], now: datetime | None = None
 ) -> list[dict[str, Any]]:
-    """`ingest_metrics` for rows that are storable as they are (`checked_rows`). A step
+    """`ingest_series` for rows that are storable as they are (`checked_rows`)."""
+    return ingest_series(task=task, series=columns_of(rows), now=now or timezone.now())
+
+
+def ingest_series(
+    *, task: Task, series: Mapping[str, Columns], now: datetime
+) -> list[dict[str, Any]]:
+    """`ingest_metrics` for points as columns per name (the agent's metrics message):
+    names that cannot be stored are skipped; the first points (by step) that fit the
+    job's budget are stored, one chunk per series, and the rest counted. A step
     beyond the task's highest is the job's progress as of `now` (`progress.py`: stall
     detection), whether or not the budget leaves room to store the points."""
-    if not rows:
+    wanted = {n: c for n, c in series.items() if len(c) and len(n) <= 100 and storable(n)}
+    total = sum(len(c) for c in wanted.values())
+    if not total:
         return []
     with transaction.atomic():
         usage = locked_usage(task.job_id)
-        moved = note_steps(usage, task, (step for _, step, _, _ in rows), now or timezone.now())
-        kept = charge_points(usage, len(rows), also=("progress",) if moved else ())
-        OVER_BUDGET.labels("metric_points").inc(len(rows) - kept)
-        del rows[kept:]
-        if rows:
-            _insert_points(task, rows)
-            store_rollups(task.job_id, [(name, step, value) for name, step, value, _ in rows])
-    if not rows:
+        highest = (int(c.steps.max()) for c in wanted.values())
+        moved = note_steps(usage, task, highest, now)
+        kept = charge_points(usage, total, also=("progress",) if moved else ())
+        OVER_BUDGET.labels("metric_points").inc(total - kept)
+        stored = wanted if kept == total else _first_points(wanted, kept)
+        if stored:
+            store_series(task.job_id, task.pk, stored)
+    if not stored:
         return []
-    INGESTED.labels("metric_points").inc(len(rows))
-    live = live_buckets(rows)
+    INGESTED.labels("metric_points").inc(sum(len(c) for c in stored.values()))
+    live = live_buckets(stored)
     publish(MetricPointsIngested(job_id=task.job_id, points=tuple(live)))
     return live
 
 
-def _insert_points(task: Task, rows: list[PointRow]) -> None:
-    """Raw rows: COPY on PostgreSQL (a tenth of an INSERT's cost), a bulk insert else."""
-    if connection.vendor != "postgresql":
-        MetricPoint.objects.bulk_create(
-            MetricPoint(job_id=task.job_id, task=task, name=n, step=s, value=v, time=t)
-            for n, s, v, t in rows
-        )
+def _first_points(series: Mapping[str, Columns], kept: int) -> dict[str, Columns]:
+    """The `kept` points of the lowest steps (of one step: in series, then arrival order):
+    for points reported one step at a time, the first ones that arrived."""
+    steps = np.concatenate([c.steps for c in series.values()])
+    keep = np.zeros(len(steps), dtype=bool)
+    keep[np.argsort(steps, kind="stable")[:kept]] = True
+    out, at = {}, 0
+    for name, columns in series.items():
+        mask = keep[at : at + len(columns)]
+        at += len(columns)
+        if mask.any():
+            out[name] = columns.take(mask)
+    return out
+
+
+def store_series(job_id: int, task_id: int | None, series: Mapping[str, Columns]) -> None:
+    """Store points as chunks and fold them into the job's series and rollups, with no
+    budget (ingest charged it; tools and tests seed with it directly). In one
+    transaction: the series rows are upserted first (their lock orders the batches of
+    one series), then the chunks written and, when due, a series' small chunks merged."""
+    series = {name: columns for name, columns in series.items() if len(columns)}
+    if not series:
         return
-    columns = "(job_id, task_id, name, step, value, time)"
-    with connection.cursor() as cursor:
-        raw = cursor.cursor  # psycopg's own cursor
-        with raw.copy(f"COPY {MetricPoint._meta.db_table} {columns} FROM STDIN") as copy:
-            job, pk = task.job_id, task.pk
-            for name, step, value, time in rows:
-                copy.write_row((job, pk, name, step, value, time))
+    with transaction.atomic():
+        rows = [
+            row
+            for name, columns in series.items()
+            for row in chunk_rows(job_id, task_id, name, columns)
+        ]
+        small = Counter(row.name for row in rows if row.count < FULL_CHUNK)
+        _store_summaries(job_id, series, small)
+        MetricChunk.objects.bulk_create(rows)
+        if small:
+            compact_due(job_id, small)
 
 
-def live_buckets(rows: list[PointRow]) -> list[dict[str, Any]]:
-    """Per series, the batch's points in at most `LIVE_BUCKETS` consecutive buckets, each
-    as its last point with the min and max of the bucket (a point alone: itself)."""
-    by_name: dict[str, list[PointRow]] = {}
-    for row in rows:
-        by_name.setdefault(row[0], []).append(row)
+def write_points(
+    job_id: int,
+    rows: Iterable[tuple[str, int, float]],
+    *,
+    task_id: int | None = None,
+    time: datetime | None = None,
+) -> None:
+    """Store `(name, step, value)` points of a job at `time` (default: now) as ingest
+    would, without a budget: how tools, benchmarks and tests seed metrics."""
+    when = time or timezone.now()
+    store_series(job_id, task_id, columns_of((n, s, float(v), when) for n, s, v in rows))
+
+
+def live_buckets(series: Mapping[str, Columns]) -> list[dict[str, Any]]:
+    """Per series, the batch's points (in the order given) in at most `LIVE_BUCKETS`
+    consecutive buckets, each as its last point with the min and max of the bucket (a
+    point alone: itself)."""
     live = []
-    for name, series in by_name.items():
-        size = -(-len(series) // LIVE_BUCKETS)  # ceil
-        for i in range(0, len(series), size):
-            chunk = series[i : i + size]
-            values = [v for _, _, v, _ in chunk]
-            _, step, value, time = chunk[-1]
+    for name, columns in series.items():
+        n = len(columns)
+        size = -(-n // LIVE_BUCKETS)  # ceil
+        starts = np.arange(0, n, size)
+        ends = np.append(starts[1:], n) - 1
+        lows = np.minimum.reduceat(columns.values, starts).tolist()
+        highs = np.maximum.reduceat(columns.values, starts).tolist()
+        steps, values = columns.steps[ends].tolist(), columns.values[ends].tolist()
+        times = columns.times[ends].tolist()
+        for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
             bucket: dict[str, Any] = {
                 "name": name,
-                "step": step,
-                "value": value,
-                "time": time.isoformat(),
+                "step": steps[i],
+                "value": values[i],
+                "time": from_micros(times[i]).isoformat(),
             }
-            if len(chunk) > 1:
-                bucket.update(min=min(values), max=max(values), count=len(chunk))
+            if end > start:
+                bucket.update(min=lows[i], max=highs[i], count=end - start + 1)
             live.append(bucket)
     return live
 
 
-# Rows per upsert statement: 9 parameters each stays well under SQLite's and PostgreSQL's
-# limits on bound parameters.
-UPSERT_ROWS = 500
-
-
 def store_rollups(job_id: int, points: list[tuple[str, int, float]]) -> None:
-    """Fold stored `(name, step, value)` points of a job, in arrival order, into its series
-    and rollups: one upsert per table for the whole batch (in key order, so that two
-    batches of one job never wait on each other's rows in opposite orders)."""
-    if not points:
-        return
-    series: dict[str, list[int]] = {}  # name -> [first step, last step, count]
-    for name, step, _ in points:
-        found = series.get(name)
-        if found is None:
-            series[name] = [step, step, 1]
-        else:
-            found[0] = min(found[0], step)
-            found[1] = max(found[1], step)
-            found[2] += 1
-    summaries = rollup(points)
+    """Fold stored `(name, step, value)` points of a job, in arrival order, into its
+    series and rollups (`store_series` without the chunks)."""
+    series = columns_of((name, step, value, _NO_TIME) for name, step, value in points)
+    _store_summaries(job_id, series)
+
+
+_NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _store_summaries(
+    job_id: int, series: Mapping[str, Columns], small: Mapping[str, int] | None = None
+) -> None:
+    """The batch's series and rollup rows (with the small chunks it adds per name): one
+    upsert per table (in key order, so that two batches of one job never wait on each
+    other's rows in opposite orders)."""
+    small = small or {}
+    summaries = rollup_columns(series)
     _upsert(
         MetricSeries._meta.db_table,
-        ("job_id", "name", "first_step", "last_step", "count"),
+        ("job_id", "name", "first_step", "last_step", "count", "small_chunks"),
         ("job_id", "name"),
-        [(job_id, name, *series[name]) for name in sorted(series)],
+        [
+            (job_id, name, int(c.steps.min()), int(c.steps.max()), len(c), small.get(name, 0))
+            for name, c in sorted(series.items())
+        ],
     )
     _upsert(
         MetricRollup._meta.db_table,
@@ -220,6 +254,11 @@ def store_rollups(job_id: int, points: list[tuple[str, int, float]]) -> None:
     )
 
 
+# Rows per upsert statement: 9 parameters each stays well under SQLite's and PostgreSQL's
+# limits on bound parameters.
+UPSERT_ROWS = 500
+
+
 _SQL_TYPES = {
     "job_id": "bigint",
     "name": "text",
@@ -228,6 +267,7 @@ _SQL_TYPES = {
     "first_step": "bigint",
     "last_step": "bigint",
     "count": "bigint",
+    "small_chunks": "integer",
     "min_value": "double precision",
     "max_value": "double precision",
     "last_value": "double precision",
@@ -241,6 +281,7 @@ def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], rows: li
         "min_value": f"{least}(t.min_value, excluded.min_value)",
         "max_value": f"{greatest}(t.max_value, excluded.max_value)",
         "count": "t.count + excluded.count",
+        "small_chunks": "t.small_chunks + excluded.small_chunks",
         # Read before last_step changes: every SET expression sees the old row.
         "last_value": (
             "CASE WHEN excluded.last_step >= t.last_step"

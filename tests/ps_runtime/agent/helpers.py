@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,21 @@ def log_lines(messages: Iterable[dict[str, Any]], stream: str) -> list[str]:
 
 
 def metric_points(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [p for m in messages if m["type"] == "metrics" for p in m["points"]]
+    """The points of columnar metrics messages, one `{"step", "time", "values": {name:
+    value}}` each (series by series; time as ISO text, None when the batch has none)."""
+    points = []
+    for m in messages:
+        if m["type"] != "metrics":
+            continue
+        for name, columns in m["series"].items():
+            times = columns.get("times") or [None] * len(columns["steps"])
+            for step, value, us in zip(columns["steps"], columns["values"], times, strict=True):
+                when = None if us is None else (_EPOCH + timedelta(microseconds=us)).isoformat()
+                points.append({"step": step, "time": when, "values": {name: value}})
+    return points
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def cleanup_pid(pid: int) -> None:

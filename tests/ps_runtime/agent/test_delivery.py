@@ -9,7 +9,7 @@ import pytest
 
 from ps_runtime.agent.delivery import AckWindow, Refusal, receive
 from ps_runtime.agent.fields import JsonObject, ProtocolError
-from ps_runtime.agent.messages import MAX_STEP, MetricPoint, Metrics
+from ps_runtime.agent.metricmessages import MAX_STEP, MetricPoint, Metrics
 
 WHEN = "2025-03-01T12:00:00+00:00"
 POINTS: list[Any] = [

@@ -6,7 +6,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ps_runtime.agent.outbox import Outbox
-from ps_runtime.agent.protocol import LogStream, MetricPoint, ReportedState, TaskKey, TaskStatus
+from ps_runtime.agent.protocol import (
+    MAX_BATCH_VALUES,
+    LogStream,
+    MetricPoint,
+    Metrics,
+    ReportedState,
+    TaskKey,
+    TaskStatus,
+)
 
 KEY = TaskKey(31, 1)
 OUT, ERR = LogStream.STDOUT, LogStream.STDERR
@@ -34,9 +42,8 @@ def test_lines_are_batched_per_stream_and_status_comes_after_output() -> None:
         "stream": "stdout",
         "lines": ["a", "b"],
     }
-    assert messages[2]["points"] == [
-        {"step": 1, "time": "2025-01-01T00:00:00+00:00", "values": {"loss": 1.0}}
-    ]
+    micros = int(WHEN.timestamp()) * 1_000_000
+    assert messages[2]["series"] == {"loss": {"steps": [1], "values": [1.0], "times": [micros]}}
     assert messages[3] == {
         "type": "task_status",
         "id": 31,
@@ -141,3 +148,14 @@ def test_messages_in_flight_count_against_the_room() -> None:
     assert not box.has_room()  # sent but not acknowledged: still held
     box.acknowledge(1)
     assert box.has_room()
+
+
+def test_a_metrics_batch_closes_at_half_the_values_a_message_may_hold() -> None:
+    box = Outbox()
+    wide = {f"m{i}": float(i) for i in range(1000)}
+    for step in range(60):
+        box.add_metric(KEY, MetricPoint(wide, step=step, time=WHEN), 40)
+    batches = [m for m in box.drain() if isinstance(m, Metrics)]
+    sizes = [sum(len(c) for c in m.columns(WHEN).values()) for m in batches]
+    assert sizes == [50_000, 10_000]
+    assert all(size <= MAX_BATCH_VALUES for size in sizes)

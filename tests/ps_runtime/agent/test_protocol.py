@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ps_runtime.agent.protocol import (
@@ -23,11 +24,11 @@ from ps_runtime.agent.protocol import (
     Logs,
     LogStream,
     MessageKind,
-    MetricPoint,
     Metrics,
     ProtocolError,
     RenewedCredential,
     ReportedState,
+    SeriesColumns,
     TaskKey,
     TasksChanged,
     TaskStatus,
@@ -190,7 +191,13 @@ MESSAGES: list[AgentMessage] = [
     TaskStatus(KEY, ReportedState.FAILED, 137, "killed by SIGKILL"),
     TaskStatus(KEY, ReportedState.SUCCEEDED, 0, "exited with code 0"),
     TaskStatus(KEY, ReportedState.STOPPED, 143, ""),
-    Metrics(KEY, (MetricPoint({"loss": 0.93}, step=10, time=WHEN), MetricPoint({"acc": 1.0}))),
+    Metrics(
+        KEY,
+        series={
+            "loss": SeriesColumns(np.array([10, 11]), np.array([0.93, 0.9]), np.array([1, 2])),
+            "acc": SeriesColumns(np.array([10]), np.array([1.0])),
+        },
+    ),
     Logs(KEY, LogStream.STDERR, ("a", "", "ü")),
     TasksChanged(),
     ErrorMessage("id must be an integer, got '31'"),
@@ -229,6 +236,10 @@ def test_optional_fields_of_a_status_default() -> None:
 
 def _status(**change: Any) -> dict[str, Any]:
     return {"type": "task_status", "id": 31, "attempt": 2, "state": "running", **change}
+
+
+def _columns(**series: object) -> dict[str, Any]:
+    return {"type": "metrics", "id": 31, "attempt": 2, "series": series}
 
 
 def _metrics(*points: object) -> dict[str, Any]:
@@ -335,7 +346,33 @@ NAN, INF = float("nan"), float("inf")
         (_metrics(_point(time="yesterday")), "points[0].time", "an ISO 8601 time"),
         (_metrics(_point(time="2025-01-01T12:00:00")), "points[0].time", "with a timezone"),
         (_metrics(_point(time=1.0)), "points[0].time", "a string"),
-        ({"type": "metrics", "id": 31, "attempt": 2}, "points", "is required"),
+        ({"type": "metrics", "id": 31, "attempt": 2}, "series", "is required"),
+        (_columns(loss={"steps": [1, 2], "values": [1.0]}), "series.loss.values", "as many"),
+        (_columns(loss={"steps": [1], "values": [NAN]}), "series.loss.values[0]", "finite"),
+        (_columns(loss={"steps": [1, 2], "values": [1, INF]}), "series.loss.values[1]", "finite"),
+        (_columns(loss={"steps": [1], "values": ["1"]}), "series.loss.values[0]", "a finite"),
+        (_columns(loss={"steps": [1], "values": [True]}), "series.loss.values[0]", "a finite"),
+        (_columns(loss={"steps": [True], "values": [1.0]}), "series.loss.steps[0]", "an integer"),
+        (_columns(loss={"steps": [1.5], "values": [1.0]}), "series.loss.steps[0]", "an integer"),
+        (_columns(loss={"steps": [3, -1], "values": [1, 2]}), "series.loss.steps[1]", "0 to"),
+        (_columns(loss={"steps": [2**53 + 1], "values": [1]}), "series.loss.steps[0]", "0 to"),
+        (_columns(loss={"steps": [10**30], "values": [1]}), "series.loss.steps", "out of range"),
+        (_columns(loss={"values": [1.0]}), "series.loss.steps", "is required"),
+        (_columns(loss={"steps": [1], "values": [1], "times": [1, 2]}), "series.loss.times", "as"),
+        (
+            _columns(loss={"steps": [1], "values": [1], "times": [-5]}),
+            "series.loss.times[0]",
+            "0 to",
+        ),
+        (_columns(**{"": {"steps": [1], "values": [1]}}), "series", "names must be 1 to 100"),
+        (_columns(loss=[1, 2]), "series.loss", "a JSON object"),
+        (
+            _columns(
+                **{f"m{i}": {"steps": [0] * 30_000, "values": [0] * 30_000} for i in range(4)}
+            ),
+            "series",
+            "at most 100000 values",
+        ),
         (_metrics("x"), "points[0]", "a JSON object"),
         (_logs(stream="stdin"), "stream", "one of 'stdout', 'stderr'"),
         (_logs(lines=["a", 5]), "lines[1]", "a string"),

@@ -15,7 +15,8 @@ from trainhub.asgi import application
 from trainhub.jobs.choices import JobState, TaskState
 from trainhub.jobs.models import Job, Task
 from trainhub.scheduling.services import run_cycle
-from trainhub.telemetry.models import LogLine, MetricPoint
+from trainhub.telemetry.chunks import stored_points
+from trainhub.telemetry.models import LogLine
 from trainhub.tenancy.choices import Role
 
 from ..agent_sim import agent_tasks
@@ -108,8 +109,7 @@ def test_each_bad_item_is_refused_alone_and_its_neighbours_are_stored() -> None:
         assert "at most 1000 items, got 1001" in by_field["points"]
 
     _run(scenario)
-    stored = MetricPoint.objects.filter(job=job).order_by("step")
-    assert list(stored.values_list("step", flat=True)) == [1, 5, 6]
+    assert [s for _, _, _, s, _, _ in stored_points([job.pk])] == [1, 5, 6]
     assert list(LogLine.objects.filter(job=job).values_list("line", flat=True)) == [
         "before",
         "nul\ufffdinside",
@@ -181,7 +181,7 @@ def test_heartbeats_are_acknowledged_while_a_flood_of_points_is_stored() -> None
         await agent.disconnect(timeout=10)
 
     _run(scenario)
-    assert MetricPoint.objects.filter(job=job).count() == 20_000
+    assert len(stored_points([job.pk])) == 20_000
 
 
 def test_a_node_seen_recently_is_not_lost_after_a_reconnect() -> None:

@@ -7,17 +7,14 @@ from trainhub.experiments.models import Experiment, Trial, TrialState
 from trainhub.experiments.services import advance_experiment
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
-from trainhub.telemetry.models import MetricPoint
+from trainhub.telemetry.services import write_points
 
 
 def end_run(job: Job, state: JobState = JobState.SUCCEEDED, **metrics: float) -> None:
     """End `job` in `state` having reported `metrics` (name=value) at its last step."""
     now = timezone.now()
     step = 100 * int(metrics.get("epoch", 1))
-    MetricPoint.objects.bulk_create(
-        MetricPoint(job=job, name=name, step=step, value=value, time=now)
-        for name, value in metrics.items()
-    )
+    write_points(job.pk, [(name, step, value) for name, value in metrics.items()], time=now)
     Job.objects.filter(pk=job.pk).update(state=state, finished_at=now, message="boom")
 
 

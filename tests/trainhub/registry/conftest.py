@@ -16,8 +16,9 @@ from django.test import override_settings
 from django.utils import timezone
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
-from trainhub.telemetry.models import LogLine, MetricPoint
+from trainhub.telemetry.models import LogLine
 from trainhub.telemetry.results import COORDINATOR_SOURCE, RESULT_PREFIX
+from trainhub.telemetry.services import write_points
 from trainhub.tenancy.choices import Role
 
 from ps_runtime.examples import movielens
@@ -77,10 +78,7 @@ def succeeded(job: Job, trained: Trained | None) -> Job:
     if trained is not None:
         shutil.copytree(trained.checkpoints, job.checkpoint_dir)
         history = trained.result["test_rmse_history"]
-        for epoch, value in enumerate(history, start=1):
-            MetricPoint.objects.create(
-                job=job, name="test_rmse", step=epoch, value=value, time=timezone.now()
-            )
+        write_points(job.pk, [("test_rmse", epoch, v) for epoch, v in enumerate(history, start=1)])
         LogLine.objects.create(
             job=job,
             source=COORDINATOR_SOURCE,

@@ -17,7 +17,8 @@ from django.db import connection
 from django.test import override_settings
 from rest_framework.test import APIClient
 from trainhub.jobs.models import Job, Task
-from trainhub.telemetry.models import JobTelemetry, LogLine, MetricPoint, MetricSeries
+from trainhub.telemetry.chunks import stored_points
+from trainhub.telemetry.models import JobTelemetry, LogLine, MetricSeries
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
@@ -39,7 +40,8 @@ def task(db: Any) -> Task:
 
 
 def _steps(**filters: Any) -> list[int]:
-    return list(MetricPoint.objects.filter(**filters).order_by("id").values_list("step", flat=True))
+    job_id = filters["job_id"]
+    return sorted(step for _, _, _, step, _, _ in stored_points([job_id]))
 
 
 def _usage(task: Task) -> JobTelemetry:
@@ -131,7 +133,7 @@ def test_concurrent_batches_of_one_job_store_exactly_the_budget() -> None:
         thread.join()
     assert errors == []
     usage = JobTelemetry.objects.get(pk=job.pk)
-    assert MetricPoint.objects.filter(job=job).count() == usage.points == 1000
+    assert len(stored_points([job.pk])) == usage.points == 1000
     assert usage.points_dropped == 4 * 10 * 40 - 1000
     assert LogLine.objects.filter(job=job).count() == 60  # 6000 bytes of 100-byte lines
     assert (usage.log_bytes, usage.log_lines_dropped) == (6000, 4 * 10 * 5 - 60)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job, Task
-from trainhub.telemetry.models import JobTelemetry, LogLine, MetricPoint, MetricRollup
+from trainhub.telemetry.chunks import stored_points
+from trainhub.telemetry.models import JobTelemetry, LogLine, MetricRollup
 from trainhub.telemetry.retention import Purged, purge_expired
 from trainhub.telemetry.selectors import metric_buckets
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
@@ -46,7 +47,7 @@ def _job(state: str, finished_days_ago: float | None, points: int = 1000) -> Job
 
 
 def _raw(job: Job) -> tuple[int, int]:
-    return MetricPoint.objects.filter(job=job).count(), LogLine.objects.filter(job=job).count()
+    return len(stored_points([job.pk])), LogLine.objects.filter(job=job).count()
 
 
 def test_only_jobs_finished_before_the_retention_lose_their_raw_telemetry() -> None:

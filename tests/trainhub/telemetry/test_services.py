@@ -14,7 +14,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from trainhub.jobs.models import Job, Task
 from trainhub.scheduling.services import run_cycle
-from trainhub.telemetry.models import LogLine, MetricPoint
+from trainhub.telemetry.chunks import stored_points
+from trainhub.telemetry.models import LogLine
 from trainhub.telemetry.selectors import log_lines, metric_series
 from trainhub.telemetry.services import MAX_LINE_CHARS, ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
@@ -38,11 +39,7 @@ def worker() -> Task:
 
 
 def _points(task: Task) -> list[tuple[str, int, float]]:
-    return list(
-        MetricPoint.objects.filter(job_id=task.job_id, task=task)
-        .order_by("name", "step")
-        .values_list("name", "step", "value")
-    )
+    return [(n, s, v) for _, t, n, s, v, _ in stored_points([task.job_id]) if t == task.pk]
 
 
 def test_points_are_stored_one_row_per_value(worker: Task) -> None:
@@ -55,7 +52,7 @@ def test_points_are_stored_one_row_per_value(worker: Task) -> None:
         now=NOW,
     )
     assert _points(worker) == [("acc", 1, 1.0), ("loss", 1, 0.9), ("loss", 2, 0.5)]
-    times = dict(MetricPoint.objects.filter(name="loss").values_list("step", "time"))
+    times = {s: t for _, _, n, s, _, t in stored_points() if n == "loss"}
     assert times[1] == datetime(2026, 1, 2, 3, 0, tzinfo=UTC)
     assert times[2] == NOW  # no time reported: the time it arrived
 
@@ -100,7 +97,7 @@ def test_a_time_without_a_zone_or_not_a_time_reads_as_now(worker: Task) -> None:
         ],
         now=NOW,
     )
-    assert set(MetricPoint.objects.values_list("time", flat=True)) == {NOW}
+    assert {t for *_, t in stored_points()} == {NOW}
 
 
 def test_log_lines_are_stored_with_their_source_and_stream(worker: Task) -> None:
@@ -124,7 +121,7 @@ def test_an_over_long_line_and_stream_name_are_cut(worker: Task) -> None:
 def test_no_lines_store_nothing(worker: Task) -> None:
     ingest_logs(task=worker, stream="stdout", lines=[], now=NOW)
     ingest_metrics(task=worker, points=[], now=NOW)
-    assert not LogLine.objects.exists() and not MetricPoint.objects.exists()
+    assert not LogLine.objects.exists() and not stored_points()
 
 
 def test_metric_series_groups_by_name_in_step_order(worker: Task) -> None:

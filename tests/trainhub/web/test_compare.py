@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 from trainhub.telemetry.finals import better
-from trainhub.telemetry.models import MetricPoint
+from trainhub.telemetry.services import write_points
 from trainhub.tenancy.choices import Role
 from trainhub.web.specdiff import MISSING, flatten, spec_diff
 
@@ -123,11 +123,8 @@ def test_a_table_gives_each_runs_final_and_best_value_per_metric(
         (b, "auc", [(1, 0.75), (2, 0.79)]),
         (a, "lr", [(1, 0.5), (2, 0.1)]),  # no direction: a range, no best
     ]
-    MetricPoint.objects.bulk_create(
-        MetricPoint(job=job, name=name, step=step, value=value, time=now)
-        for job, name, series in points
-        for step, value in series
-    )
+    for job, name, series in points:
+        write_points(job.pk, [(name, step, value) for step, value in series], time=now)
     page = _client(people["alice"]).get(f"/jobs/compare/?ids={_ids(a, b)}").content.decode()
     table = re.search(r'<table class="grid" id="compare-finals">(.*?)</table>', page, re.S)
     assert table

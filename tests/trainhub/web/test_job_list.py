@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
 from trainhub.scheduling.queue import queue_positions
-from trainhub.telemetry.models import MetricPoint
+from trainhub.telemetry.services import write_points
 from trainhub.tenancy.choices import Role
 
 from ..factories import make_job, make_team, make_user
@@ -178,15 +178,13 @@ def test_chosen_metrics_and_run_times_are_columns(
     Job.objects.filter(pk=large.pk).update(
         started_at=now - timedelta(minutes=4, seconds=10), finished_at=now
     )
-    MetricPoint.objects.bulk_create(
-        MetricPoint(job=job, name=name, step=step, value=value, time=now)
-        for job, name, step, value in (
-            (small, "test_rmse", 1, 1.2),
-            (small, "test_rmse", 2, 0.9321),
-            (large, "test_rmse", 5, 0.8877),
-            (large, "auc", 5, 0.81),
-        )
-    )
+    for job, name, step, value in (
+        (small, "test_rmse", 1, 1.2),
+        (small, "test_rmse", 2, 0.9321),
+        (large, "test_rmse", 5, 0.8877),
+        (large, "auc", 5, 0.81),
+    ):
+        write_points(job.pk, [(name, step, value)], time=now)
     client = _client(world["alice"])
     with django_assert_num_queries(7):  # the fragment's 6, and the finals
         page = client.get("/jobs/?metrics=test_rmse,auc", headers=FRAGMENT).content.decode()
