@@ -1,10 +1,11 @@
 """Client of all PS shards: concurrent, sharded, chunked pulls and pushes.
 
-Every call that touches several shards sends all their requests at once (gRPC
-futures, or a small thread pool for streams) and only then waits, so shards work in
-parallel and the caller can overlap its own work with `*_async` calls. Pushes carry
-(worker, incarnation, sequence); a push retried after a transport error is applied
-once by the PS.
+The data calls (pulls and pushes) go on one data stream per server (`streams`), as
+tagged requests answered in any order; the control calls (create, checkpoints, stats)
+are unary. Every call that touches several shards sends all their requests at once
+and only then waits, so shards work in parallel and the caller can overlap its own
+work with `*_async` calls. Pushes carry (worker, incarnation, sequence); a push
+retried after a transport error is applied once by the PS.
 """
 
 from __future__ import annotations
@@ -15,25 +16,22 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import grpc
 import numpy as np
 
-from ps_runtime.client.pending import PendingDense, PendingPush, PendingRows
+from ps_runtime.client.answers import Assembly, push_reply, rows_into, value_into
+from ps_runtime.client.pending import PendingDense, PendingPush, PendingRows, Wait
 from ps_runtime.client.routes import TRANSPORT_ATTEMPTS, Routes
+from ps_runtime.client.streams import Answer, Call
 from ps_runtime.proto import ps_pb2
 from ps_runtime.shards import sharding
 from ps_runtime.wire import chunks, rpc
-from ps_runtime.wire.codec import (
-    decode_chunk_into,
-    decode_tensor,
-    encode_spec,
-    encode_tensor,
-    wire_dtype,
-)
+from ps_runtime.wire.codec import encode_spec, encode_tensor, wire_dtype
+from ps_runtime.wire.frames import push_frames, tensor_view
 
 __all__ = ["PSClient", "PendingDense", "PendingPush", "PendingRows", "is_unavailable"]
 
@@ -117,6 +115,36 @@ class PSClient:
             attempts,
         )
 
+    def _data(self, server: int, shard: int, method: str, request: Any, answer: Answer) -> Call:
+        """Send a data call for `shard` on `server`'s data stream."""
+        return self._routes.servers[server].data.start(
+            method, shard, [request.SerializeToString()], answer, self.timeout
+        )
+
+    def _data_call(
+        self, shard: int, method: str, request: Any, answer: Answer, attempts: int = 1
+    ) -> Any:
+        """A data call for `shard`, waited for (with failover and retries, as `_unary`)."""
+        return self._routes.call(
+            shard,
+            lambda server: self._data(server, shard, method, request, answer).result(),
+            attempts,
+        )
+
+    def _start_data(
+        self, shard: int, method: str, request: Any, answer: Answer, attempts: int = 1
+    ) -> Wait:
+        """Start a data call for `shard`; return a `wait()` for its value (as `_start`)."""
+        server = self._routes.server(shard)
+        call = self._data(server, shard, method, request, answer)
+        return lambda: self._routes.settle(
+            shard,
+            server,
+            call,
+            lambda srv: self._data(srv, shard, method, request, answer).result(),
+            attempts,
+        )
+
     def _each_shard(self, method: str, request: Any) -> list[Any]:
         """The same call on every shard at once; their replies in shard order."""
         waits = [self._start(s, method, request) for s in range(self.num_shards)]
@@ -191,73 +219,48 @@ class PSClient:
     ) -> np.ndarray:
         """Current value of a dense variable; streamed in chunks when `nbytes` is large.
 
-        `out` (C-contiguous, right shape and dtype) receives the value without a fresh
-        allocation, which for tens of MiB saves the page faults of new memory.
+        `out` (C-contiguous, right shape and dtype) receives the value, copied once from
+        gRPC's buffers, without a fresh allocation, which for tens of MiB saves the page
+        faults of new memory.
         """
-        if nbytes <= self.chunk_bytes:
-            value = decode_tensor(
-                self._unary(
-                    shard, "PullDense", ps_pb2.PullDenseRequest(name=name), TRANSPORT_ATTEMPTS
-                )
-            )
-            if out is None:
-                return value
-            out[...] = value
-            return out
-        return self._routes.call(shard, lambda server: self._pull_stream(server, shard, name, out))
-
-    def _pull_stream(
-        self, server: int, shard: int, name: str, out: np.ndarray | None = None
-    ) -> np.ndarray:
-        stream = self._routes.servers[server].pull(
-            ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes), **self._kw(shard)
-        )
-        flat: np.ndarray | None = None
-        filled = 0
-        for chunk in stream:
-            if flat is None:
-                shape = tuple(chunk.shape)
-                dtype = np.dtype(chunk.dtype).newbyteorder("=")
-                if out is None:
-                    out = np.empty(shape, dtype=dtype)
-                elif out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
-                    raise ValueError(
-                        f"out must be a C-contiguous {dtype} array of shape "
-                        f"{shape}, got {out.dtype} {out.shape}"
-                    )
-                flat = out.reshape(-1)
-            filled += decode_chunk_into(chunk, flat)
-        if out is None or flat is None or filled != flat.size:
-            raise RuntimeError(f"pull stream of {name!r} ended after {filled} elements")
-        return out
+        return self.pull_dense_async(shard, name, nbytes, out).result()
 
     def pull_dense_async(
         self, shard: int, name: str, nbytes: int = 0, out: np.ndarray | None = None
     ) -> PendingDense:
-        """`pull_dense` in the background (a gRPC future when small, else a stream thread)."""
-        if nbytes <= self.chunk_bytes and out is None:
+        """`pull_dense` in the background: a request on the data stream."""
+        if nbytes <= self.chunk_bytes:
+            request = ps_pb2.PullDenseRequest(name=name)
+            answer: Answer = lambda body, last: value_into(tensor_view(body), out)  # noqa: E731
             return PendingDense(
-                self._start(
-                    shard, "PullDense", ps_pb2.PullDenseRequest(name=name), TRANSPORT_ATTEMPTS
-                ),
-                decode=True,
+                self._start_data(shard, "PullDense", request, answer, TRANSPORT_ATTEMPTS)
             )
+        request = ps_pb2.PullDenseRequest(name=name, chunk_bytes=self.chunk_bytes)
         return PendingDense(
-            self._pool.submit(self.pull_dense, shard, name, nbytes, out).result, decode=False
+            self._start_data(shard, "PullDenseStream", request, Assembly(name, out))
         )
 
     def push_dense(self, shard: int, name: str, grad: np.ndarray) -> int:
         """Apply a gradient to a dense variable; return its new version (0 if a duplicate)."""
         origin = self._origin()
         grad = np.ascontiguousarray(grad)
+        wire_dtype(grad.dtype)  # refused here, not on the stream's sending thread
         if grad.nbytes <= self.chunk_bytes:
             req = ps_pb2.PushDenseRequest(name=name, grad=encode_tensor(grad), origin=origin)
-            return int(self._unary(shard, "PushDenseGrad", req, TRANSPORT_ATTEMPTS).version)
+            return int(
+                self._data_call(shard, "PushDenseGrad", req, push_reply, TRANSPORT_ATTEMPTS).version
+            )
+
+        def frames(id: int) -> Iterator[bytes]:
+            return push_frames(id, shard, chunks.push_pieces(name, origin, grad, self.chunk_bytes))
+
         return int(
             self._routes.call(
                 shard,
-                lambda server: self._routes.servers[server].push(
-                    chunks.push_messages(name, origin, grad, self.chunk_bytes), **self._kw(shard)
+                lambda server: (
+                    self._routes.servers[server]
+                    .data.start_chunked(frames, push_reply, self.timeout)
+                    .result()
                 ),
                 TRANSPORT_ATTEMPTS,
             ).version
@@ -293,19 +296,17 @@ class PSClient:
             d = sharding.dedup(ids)
             uniq, inverse = d.unique, d.inverse
         out = np.empty((len(uniq), dim), dtype=dtype)
-        parts = [
-            (
-                pos,
-                self._start(
-                    s,
-                    "PullRows",
-                    ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])),
-                    TRANSPORT_ATTEMPTS,
-                ),
+        waits = [
+            self._start_data(
+                s,
+                "PullRows",
+                ps_pb2.PullRowsRequest(name=name, ids=encode_tensor(uniq[pos])),
+                rows_into(out, pos),
+                TRANSPORT_ATTEMPTS,
             )
             for s, pos in self._row_groups(uniq, dim * out.dtype.itemsize)
         ]
-        return PendingRows(parts, out, inverse)
+        return PendingRows(waits, out, inverse)
 
     def pull_rows(self, name: str, ids: np.ndarray, dim: int, dtype: Any) -> np.ndarray:
         """Rows of `ids` ([len(ids), dim])."""
@@ -330,7 +331,7 @@ class PSClient:
                 grads=encode_tensor(summed[pos]),
                 origin=origin,
             )
-            waits.append(self._start(s, "PushRowGrads", req, TRANSPORT_ATTEMPTS))
+            waits.append(self._start_data(s, "PushRowGrads", req, push_reply, TRANSPORT_ATTEMPTS))
         return PendingPush(waits)
 
     def push_rows(self, name: str, ids: np.ndarray, grads: np.ndarray) -> None:

@@ -1,7 +1,8 @@
 """Handles on PS calls in flight, as `PSClient`'s `*_async` methods return them.
 
-Each part is a `wait()` that returns the call's reply; it retries or fails over as
-`routes.Routes.settle` does (a push with the same origin, which the PS applies once).
+Each part is a `wait()` that returns the call's value (pulled data already in place);
+it retries or fails over as `routes.Routes.settle` does (a push with the same origin,
+which the PS applies once).
 """
 
 from __future__ import annotations
@@ -11,40 +12,36 @@ from typing import Any
 
 import numpy as np
 
-from ps_runtime.wire.codec import decode_tensor
-
 Wait = Callable[[], Any]
 
 
 class PendingRows:
-    """Rows being pulled; `result()` waits and assembles them in request order."""
+    """Rows being pulled; each part lands in its rows of `out` as it arrives, and
+    `result()` waits for them all."""
 
-    def __init__(
-        self, parts: list[tuple[np.ndarray, Wait]], out: np.ndarray, inverse: np.ndarray | None
-    ) -> None:
-        self._parts = parts
+    def __init__(self, waits: list[Wait], out: np.ndarray, inverse: np.ndarray | None) -> None:
+        self._waits = waits
         self._out = out
         self._inverse = inverse
 
     def result(self) -> np.ndarray:
         """The pulled rows ([len(ids), dim], or [unique, dim] when asked for unique)."""
-        for pos, wait in self._parts:
-            self._out[pos] = decode_tensor(wait())
-        self._parts = []
+        for wait in self._waits:
+            wait()
+        self._waits = []
         return self._out if self._inverse is None else self._out[self._inverse]
 
 
 class PendingDense:
     """A dense value being pulled; `result()` waits for it."""
 
-    def __init__(self, wait: Wait, decode: bool) -> None:
+    def __init__(self, wait: Wait) -> None:
         self._wait = wait
-        self._decode = decode
 
     def result(self) -> np.ndarray:
         """The pulled value."""
-        value = self._wait()
-        return decode_tensor(value) if self._decode else value
+        value: np.ndarray = self._wait()
+        return value
 
 
 class PendingPush:

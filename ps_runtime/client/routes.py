@@ -12,6 +12,9 @@ serves as a backup.
 A server of a replicated job may move to another address while the job runs (`move`):
 calls already on their way to the old address finish or fail there (and fail over like
 any other), later ones go to the new one.
+
+Data calls travel on each server's data stream (`streams`) and fail with the same
+status codes as unary calls, so the rules here hold for both.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from ps_runtime.client.streams import DataStream
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.shards.replicas import Replicas, next_in_chain, shard_metadata
 from ps_runtime.wire import chunks, rpc
@@ -55,9 +59,10 @@ class Server:
     stub: Any
     pull: Any  # PullDenseStream, decoding chunks without the generated classes (`chunks`)
     push: Any  # PushDenseStream, taking serialized chunks
+    data: DataStream  # the data calls, multiplexed on one stream
 
     @classmethod
-    def connect(cls, address: str) -> Server:
+    def connect(cls, address: str, auth: tuple[tuple[str, str], ...]) -> Server:
         channel = rpc.create_channel(address)
         return cls(
             address,
@@ -74,7 +79,12 @@ class Server:
                 request_serializer=None,
                 response_deserializer=ps_pb2.PushResponse.FromString,
             ),
+            DataStream(channel, address, auth),
         )
+
+    def close(self) -> None:
+        self.data.close()
+        self.channel.close()
 
 
 class Routes:
@@ -82,8 +92,8 @@ class Routes:
 
     def __init__(self, addresses: Sequence[str], token: str, replication: int = 0) -> None:
         self.replicas = Replicas(len(addresses), replication)
-        self.servers = [Server.connect(a) for a in addresses]
-        auth = rpc.auth_metadata(token)
+        auth = self._auth = rpc.auth_metadata(token)
+        self.servers = [Server.connect(a, auth) for a in addresses]
         self.metadata = [auth + shard_metadata(s) for s in range(len(addresses))]
         self._current = list(range(len(addresses)))
         self._lock = threading.Lock()  # guards _current
@@ -108,12 +118,12 @@ class Routes:
             if address != old.address:
                 # The old channel is left to the calls still on it (closing it would
                 # cancel them); it goes when they are done.
-                self.servers[i] = Server.connect(address)
+                self.servers[i] = Server.connect(address, self._auth)
                 log.warning("parameter server %d moved from %s to %s", i, old.address, address)
 
     def close(self) -> None:
         for server in self.servers:
-            server.channel.close()
+            server.close()
 
     def server(self, shard: int) -> int:
         """The server this client asks for `shard` now."""

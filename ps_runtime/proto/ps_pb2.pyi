@@ -261,6 +261,24 @@ class CheckpointResponse(_message.Message):
     variables: int
     def __init__(self, path: _Optional[str] = ..., variables: _Optional[int] = ...) -> None: ...
 
+class DataFrame(_message.Message):
+    __slots__ = ("id", "method", "shard", "body", "more", "code", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    method: str
+    shard: int
+    body: bytes
+    more: bool
+    code: int
+    error: str
+    def __init__(self, id: _Optional[int] = ..., method: _Optional[str] = ..., shard: _Optional[int] = ..., body: _Optional[bytes] = ..., more: _Optional[bool] = ..., code: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
 class JoinRequest(_message.Message):
     __slots__ = ("shard", "server", "address")
     SHARD_FIELD_NUMBER: _ClassVar[int]

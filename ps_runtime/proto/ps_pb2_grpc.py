@@ -109,6 +109,11 @@ class ParameterServerStub:
                 request_serializer=ps__pb2.JoinRequest.SerializeToString,
                 response_deserializer=ps__pb2.JoinResponse.FromString,
                 _registered_method=True)
+        self.DataStream = channel.stream_stream(
+                '/trainhub.ps.ParameterServer/DataStream',
+                request_serializer=ps__pb2.DataFrame.SerializeToString,
+                response_deserializer=ps__pb2.DataFrame.FromString,
+                _registered_method=True)
 
 
 class ParameterServerServicer:
@@ -207,6 +212,13 @@ class ParameterServerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DataStream(self, request_iterator, context):
+        """The data calls of one client, multiplexed (frames encoded by `wire.frames`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ParameterServerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -284,6 +296,11 @@ def add_ParameterServerServicer_to_server(servicer, server):
                     servicer.Join,
                     request_deserializer=ps__pb2.JoinRequest.FromString,
                     response_serializer=ps__pb2.JoinResponse.SerializeToString,
+            ),
+            'DataStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.DataStream,
+                    request_deserializer=ps__pb2.DataFrame.FromString,
+                    response_serializer=ps__pb2.DataFrame.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -691,6 +708,33 @@ class ParameterServer:
             '/trainhub.ps.ParameterServer/Join',
             ps__pb2.JoinRequest.SerializeToString,
             ps__pb2.JoinResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DataStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/trainhub.ps.ParameterServer/DataStream',
+            ps__pb2.DataFrame.SerializeToString,
+            ps__pb2.DataFrame.FromString,
             options,
             channel_credentials,
             insecure,

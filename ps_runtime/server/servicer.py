@@ -14,6 +14,7 @@ from grpc_health.v1 import health_pb2
 
 from ps_runtime.proto import ps_pb2, ps_pb2_grpc
 from ps_runtime.server import rejoin as rejoining
+from ps_runtime.server import streams
 from ps_runtime.server.replication import ReplicaSet
 from ps_runtime.server.shard_service import FORWARD_TIMEOUT_S, ShardService, _call
 from ps_runtime.server.stats import stats_response
@@ -111,10 +112,14 @@ class ParameterServerServicer(ShardService, ps_pb2_grpc.ParameterServerServicer)
         return ps_pb2.PushResponse(version=version)
 
     def PullDense(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return encode_tensor(self.pull_dense_value(request, context))
+
+    def pull_dense_value(self, request: Any, context: grpc.ServicerContext) -> np.ndarray:
+        """A copy of the variable's value (PullDense without the encoding)."""
         store = self._store(context)
-        reply = _call(context, lambda: encode_tensor(store.dense(request.name).pull()))
-        self.stats.request(bytes_out=len(reply.data))
-        return reply
+        value = _call(context, lambda: store.dense(request.name).pull())
+        self.stats.request(bytes_out=value.nbytes)
+        return value
 
     def PushDenseGrad(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request(bytes_in=len(request.grad.data))
@@ -133,6 +138,13 @@ class ParameterServerServicer(ShardService, ps_pb2_grpc.ParameterServerServicer)
 
     def PullDenseStream(self, request: Any, context: grpc.ServicerContext) -> Iterator[bytes]:
         """Serialized TensorChunks (see `chunks`): one copy from the live array per chunk."""
+        return self.pull_chunks(request, context, lambda head, view, last: b"".join((head, view)))
+
+    def pull_chunks(
+        self, request: Any, context: grpc.ServicerContext, wrap: chunks.Wrap
+    ) -> Iterator[bytes]:
+        """The value in chunks, each `wrap(chunk header, data, is the last)`: the one copy
+        from the live array is wrap's (a plain TensorChunk, or a data-stream frame)."""
         store = self._store(context)
         var = _call(context, lambda: store.dense(request.name))
         chunk_bytes = int(request.chunk_bytes) or rpc.DEFAULT_CHUNK_BYTES
@@ -147,7 +159,9 @@ class ParameterServerServicer(ShardService, ps_pb2_grpc.ParameterServerServicer)
 
         def encode(data: np.ndarray, offset: int) -> bytes:
             # The first chunk names dtype and shape; the rest only offset and bytes.
-            return chunks.encode_chunk(data, offset, dtype if offset == 0 else "", shape)
+            view = data.data.cast("B")
+            head = chunks.chunk_header(offset, len(view), dtype if offset == 0 else "", shape)
+            return wrap(head, view, offset + len(data) >= var.values.size)
 
         for message in var.pull_chunks(elements, encode):
             sent += len(message)
@@ -230,12 +244,14 @@ class ParameterServerServicer(ShardService, ps_pb2_grpc.ParameterServerServicer)
     # ---------------------------------------------------------------- tables
 
     def PullRows(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return encode_tensor(self.pull_rows_value(request, context))
+
+    def pull_rows_value(self, request: Any, context: grpc.ServicerContext) -> np.ndarray:
+        """The rows asked for (PullRows without the encoding)."""
         store = self._store(context)
-        reply = _call(
-            context, lambda: encode_tensor(store.table(request.name).pull(_ids(request.ids)))
-        )
-        self.stats.request(bytes_in=len(request.ids.data), bytes_out=len(reply.data))
-        return reply
+        rows = _call(context, lambda: store.table(request.name).pull(_ids(request.ids)))
+        self.stats.request(bytes_in=len(request.ids.data), bytes_out=rows.nbytes)
+        return rows
 
     def PushRowGrads(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.stats.request(bytes_in=len(request.ids.data) + len(request.grads.data))
@@ -286,8 +302,11 @@ class _Captured:
         self.service, self.handlers = service, dict(handlers)
 
 
-def add_servicer(servicer: ParameterServerServicer, server: grpc.Server) -> None:
-    """Register the PS service; the two bulk streams use the zero-copy codec of `chunks`."""
+def add_servicer(
+    servicer: ParameterServerServicer, server: grpc.Server, data_workers: int = 3
+) -> streams.DataStreams:
+    """Register the PS service; the two bulk streams use the zero-copy codec of `chunks`,
+    the data stream that of `frames`, its requests run on `data_workers` threads."""
     captured = _Captured()
     # grpcio-tools writes the stub modules without type hints.
     ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, captured)  # type: ignore[no-untyped-call]
@@ -302,10 +321,17 @@ def add_servicer(servicer: ParameterServerServicer, server: grpc.Server) -> None
         request_deserializer=chunks.decode_push_chunk,
         response_serializer=ps_pb2.PushResponse.SerializeToString,
     )
+    data = streams.DataStreams(servicer, data_workers)
+    handlers[streams.METHOD] = grpc.stream_stream_rpc_method_handler(
+        data.serve,
+        request_deserializer=None,  # frames are decoded by `frames`, without a copy
+        response_serializer=None,
+    )
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(captured.service, handlers),)
     )
     server.add_registered_method_handlers(captured.service, handlers)
+    return data
 
 
 def create_ps_server(
@@ -337,9 +363,11 @@ def create_ps_server(
         max_workers = REPLICATED_HANDLER_THREADS
     else:
         replicas = ReplicaSet.alone(shard_index, token)
-    server = rpc.create_grpc_server(token, max_workers=max_workers)
+    # Each client's data stream holds a handler thread while it is open (idle, waiting
+    # for answers); its requests run on `max_workers` threads of their own.
+    server = rpc.create_grpc_server(token, max_workers=max_workers + streams.MAX_CLIENTS)
     servicer = ParameterServerServicer(replicas, checkpoint_dir)
-    add_servicer(servicer, server)
+    server = streams.StreamingServer(server, add_servicer(servicer, server, max_workers))
     health = rpc.add_health_service(server)
     port = rpc.bind(server, address, tls)
     if replication:

@@ -9,7 +9,7 @@ behind a few header bytes) and a received chunk is a memoryview into gRPC's buff
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,7 +73,11 @@ class PushChunk:
     chunk: Chunk = field(default_factory=Chunk)
 
 
-def _chunk_header(
+# How a server wraps one pulled chunk: (chunk header, data, is the last) -> the message.
+Wrap = Callable[[bytes, memoryview, bool], bytes]
+
+
+def chunk_header(
     offset: int, data_len: int, dtype: str = "", shape: tuple[int, ...] | list[int] = ()
 ) -> bytes:
     head = b""
@@ -90,7 +94,7 @@ def encode_chunk(
 ) -> bytes:
     """Serialized TensorChunk holding the contiguous 1-D array `data` (one copy)."""
     view = data.data.cast("B")
-    return b"".join((_chunk_header(offset, len(view), dtype, shape), view))
+    return b"".join((chunk_header(offset, len(view), dtype, shape), view))
 
 
 def encode_push_chunk(
@@ -102,15 +106,27 @@ def encode_push_chunk(
     shape: tuple[int, ...] | list[int] = (),
 ) -> bytes:
     """Serialized PushDenseChunk: name and origin (first message only) plus one chunk."""
+    return b"".join(push_chunk_parts(data, offset, name, origin, dtype, shape))
+
+
+def push_chunk_parts(
+    data: np.ndarray,
+    offset: int,
+    name: str = "",
+    origin: ps_pb2.PushOrigin | None = None,
+    dtype: str = "",
+    shape: tuple[int, ...] | list[int] = (),
+) -> tuple[bytes, memoryview]:
+    """A PushDenseChunk as (header, data view): joined, they are `encode_push_chunk`'s."""
     view = data.data.cast("B")
-    inner = _chunk_header(offset, len(view), dtype, shape)
+    inner = chunk_header(offset, len(view), dtype, shape)
     head = b""
     if name:
         head += _field(1, name.encode())
     if origin is not None:
         head += _field(2, origin.SerializeToString())
     head += _varint(3 << 3 | 2) + _varint(len(inner) + len(view)) + inner
-    return b"".join((head, view))
+    return head, view
 
 
 def _fields(buf: memoryview) -> list[tuple[int, int | memoryview]]:
@@ -153,12 +169,12 @@ def _decode_chunk_view(buf: memoryview) -> Chunk:
     return chunk
 
 
-def decode_chunk(message: bytes) -> Chunk:
+def decode_chunk(message: bytes | memoryview) -> Chunk:
     """Parse a serialized TensorChunk without copying its data."""
     return _decode_chunk_view(memoryview(message))
 
 
-def decode_push_chunk(message: bytes) -> PushChunk:
+def decode_push_chunk(message: bytes | memoryview) -> PushChunk:
     """Parse a serialized PushDenseChunk without copying its data."""
     out = PushChunk()
     for number, value in _fields(memoryview(message)):
@@ -177,6 +193,13 @@ def push_messages(
     name: str, origin: ps_pb2.PushOrigin, grad: np.ndarray, chunk_bytes: int
 ) -> Iterator[bytes]:
     """A dense gradient as serialized PushDenseChunks of about `chunk_bytes` each."""
+    return (b"".join(parts) for parts in push_pieces(name, origin, grad, chunk_bytes))
+
+
+def push_pieces(
+    name: str, origin: ps_pb2.PushOrigin, grad: np.ndarray, chunk_bytes: int
+) -> Iterator[tuple[bytes, memoryview]]:
+    """`push_messages` as `push_chunk_parts`, each still to be joined (its one copy)."""
     flat = grad.reshape(-1)
     dtype = wire_dtype(flat.dtype)
     if flat.dtype.str != dtype:
@@ -185,6 +208,6 @@ def push_messages(
     for start in range(0, max(flat.size, 1), step):
         piece = flat[start : start + step]
         if start == 0:
-            yield encode_push_chunk(piece, 0, name, origin, dtype, grad.shape)
+            yield push_chunk_parts(piece, 0, name, origin, dtype, grad.shape)
         else:
-            yield encode_push_chunk(piece, start)
+            yield push_chunk_parts(piece, start)

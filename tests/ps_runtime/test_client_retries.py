@@ -5,6 +5,7 @@ again on the same server before the call fails."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,24 +18,35 @@ from tests.ps_runtime.server.test_replication import TOKEN, Servers
 
 
 class _FlakyProxy(grpc.GenericRpcHandler):
-    """Forwards every call to `target`, except that the next `failures` calls answer
-    UNAVAILABLE, as a server that cannot be reached does."""
+    """Forwards every call to `target`, except that the next `failures` calls (a data
+    stream counts as one) answer UNAVAILABLE, as a server that cannot be reached does."""
 
     def __init__(self, target: str) -> None:
         self.channel = grpc.insecure_channel(target)
         self.failures = 0
         self.lock = threading.Lock()
 
+    def _fail(self, context: grpc.ServicerContext) -> None:
+        with self.lock:
+            fail, self.failures = self.failures > 0, max(0, self.failures - 1)
+        if fail:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "connection attempt timed out")
+
     def service(self, details: grpc.HandlerCallDetails) -> Any:
         method = str(details.method)
+        if method.endswith("/DataStream"):
+
+            def relay(requests: Iterator[bytes], context: grpc.ServicerContext) -> Any:
+                self._fail(context)
+                call = self.channel.stream_stream(method)
+                yield from call(requests, metadata=context.invocation_metadata())
+
+            return grpc.stream_stream_rpc_method_handler(relay)
         if method.endswith("Stream"):
-            return None  # the test's calls are small: unary only
+            return None  # the test's calls are small
 
         def forward(request: bytes, context: grpc.ServicerContext) -> bytes:
-            with self.lock:
-                fail, self.failures = self.failures > 0, max(0, self.failures - 1)
-            if fail:
-                context.abort(grpc.StatusCode.UNAVAILABLE, "connection attempt timed out")
+            self._fail(context)
             call = self.channel.unary_unary(method)
             reply: bytes = call(request, metadata=context.invocation_metadata(), timeout=30)
             return reply
