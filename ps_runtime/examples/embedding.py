@@ -4,11 +4,11 @@ Each example has 8 Zipf-distributed ids into a 1,000,000 x 16 table E; the model
 h = sum_j E[id_j], logit = h.w + b, sigmoid cross-entropy, plain SGD on the PS for the
 touched rows of E and for the head [w, b]. One training step on a worker:
 
-1. de-duplicate the batch's 32,768 ids with one sort (`sharding.dedup`);
+1. de-duplicate the batch's 32,768 ids (`unique_ids`: a bitmap over the id range);
 2. pull the unique rows and the head at the same time (`lookup_async`, `read_async`);
-3. compute the loss and the gradients in numpy;
-4. sum the gradients of duplicate ids (`np.add.reduceat` over the sorted order) and
-   push rows and head at the same time.
+3. compute the loss and the gradients in numpy, per unique row (`forward_backward`:
+   the gradients of duplicate ids are summed by one `np.bincount`);
+4. push rows and head at the same time.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from ps_runtime.coordinator.variables import EmbeddingTable, Variable
-from ps_runtime.shards import sharding
 
 ROWS, DIM, SLOTS = 1_000_000, 16, 8
 ID_MULT = 482_711  # odd and not a multiple of 5: a bijection on [0, 10^6) that scatters hot ids
@@ -45,6 +44,14 @@ class EmbedData:
         self._lock = threading.Lock()  # guards _order and _next
         self._order = self._rng.permutation(len(self.ids))
         self._next = 0
+        self._scratch = threading.local()  # .ids: unique_ids' int32 [ROWS] per thread
+
+    def scratch(self) -> np.ndarray:
+        """This thread's scratch array for `unique_ids`."""
+        if not hasattr(self._scratch, "ids"):
+            self._scratch.ids = np.empty(ROWS, dtype=np.int32)
+        ids: np.ndarray = self._scratch.ids
+        return ids
 
     def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
         """The next (ids [B, 8], labels [B])."""
@@ -56,21 +63,42 @@ class EmbedData:
         return self.ids[b], self.labels[b]
 
 
+def unique_ids(ids: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique ids of a batch and the inverse map (`unique[inverse] == ids`).
+
+    The ids lie in [0, ROWS): a bitmap marks them and `scratch` (int32 [ROWS], any
+    content, one per thread) maps each unique id to its position, two linear passes
+    instead of a sort of the batch.
+    """
+    seen = np.zeros(ROWS, dtype=np.bool_)
+    seen[ids] = True
+    unique = np.flatnonzero(seen)
+    scratch[unique] = np.arange(len(unique), dtype=np.int32)
+    return unique, scratch[ids]
+
+
 def forward_backward(
-    rows: np.ndarray, d: sharding.Dedup, head: np.ndarray, y: np.ndarray
+    rows: np.ndarray, inverse: np.ndarray, head: np.ndarray, y: np.ndarray
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """Loss, summed row gradients (one per unique id) and the head gradient [w, b]."""
+    """Loss, summed row gradients (one per unique id) and the head gradient [w, b].
+
+    `inverse` maps the batch's B * 8 ids to rows of `rows`. The model is linear in the
+    rows, so nothing of size [B * 8, DIM] is built: logit = sum_j (E[id_j] . w) + b
+    reads one score per unique row, and with s[u] = sum of d loss / d logit over the
+    examples holding id u (counted with repeats), d loss / d E[u] = s[u] * w and
+    d loss / d w = sum_u s[u] * E[u].
+    """
     batch = len(y)
     w, b = head[:DIM], head[DIM]
-    h = np.take(rows, d.inverse, axis=0).reshape(batch, SLOTS, DIM).sum(axis=1)
-    logits = h @ w + b
+    scores = rows @ w
+    logits = np.take(scores, inverse).reshape(batch, SLOTS).sum(axis=1) + b
     # Numerically stable sigmoid cross-entropy: max(x, 0) - x*y + log(1 + e^-|x|).
     loss = float(np.mean(np.maximum(logits, 0) - logits * y + np.log1p(np.exp(-np.abs(logits)))))
-    g_logit = ((1.0 / (1.0 + np.exp(-logits)) - y) / batch).astype(np.float32)
-    g_h = g_logit[:, None] * w[None, :]  # d loss / d h, the same for the 8 ids of an example
-    g_rows = d.sum(g_h, per=SLOTS)
+    g_logit = (1.0 / (1.0 + np.exp(-logits)) - y) / batch
+    s = np.bincount(inverse, weights=np.repeat(g_logit, SLOTS), minlength=len(rows))
+    g_rows = np.multiply.outer(s.astype(rows.dtype), w)
     g_head = np.empty(DIM + 1, dtype=np.float32)
-    g_head[:DIM] = h.T @ g_logit
+    g_head[:DIM] = s @ rows
     g_head[DIM] = g_logit.sum()
     return loss, g_rows, g_head
 
@@ -78,12 +106,12 @@ def forward_backward(
 def train_step(data: EmbedData, table: EmbeddingTable, head: Variable) -> float:
     """One step on a worker; returns the batch loss."""
     x, y = data.next_batch()
-    d = sharding.dedup(x.reshape(-1))
-    pending_rows = table.lookup_async(d.unique, unique=True)  # both pulls in flight
+    unique, inverse = unique_ids(x.reshape(-1), data.scratch())
+    pending_rows = table.lookup_async(unique, unique=True)  # both pulls in flight
     pending_head = head.read_async()
     rows, head_value = pending_rows.result(), pending_head.result()
-    loss, g_rows, g_head = forward_backward(rows, d, head_value, y)
-    pushed = table.push_gradients_async(d.unique, g_rows, unique=True)  # both pushes in flight
+    loss, g_rows, g_head = forward_backward(rows, inverse, head_value, y)
+    pushed = table.push_gradients_async(unique, g_rows, unique=True)  # both pushes in flight
     head.push_gradient(g_head)
     if pushed is not None:
         pushed.result()

@@ -53,10 +53,14 @@ class IdIndex:
 
     def _find_slots(self, ids: np.ndarray) -> np.ndarray:
         """Slot holding each id, or -1."""
-        out = np.full(len(ids), -1, dtype=np.int64)
-        pending = np.arange(len(ids))
+        # Most ids sit in their home slot: the first round works on whole arrays, the
+        # next ones only on the ids that probe on (neither found nor at an empty slot).
         slot = self._home(ids)
-        want = ids
+        k = self._keys[slot]
+        hit = k == ids
+        out = np.where(hit, slot, -1)
+        pending = np.flatnonzero(~hit & (k != EMPTY))
+        slot, want = (slot[pending] + 1) & self._mask, ids[pending]
         while len(pending):
             k = self._keys[slot]
             hit = k == want

@@ -23,7 +23,7 @@ import numpy as np
 
 from ps_runtime.server import initializers
 from ps_runtime.server.id_index import IdIndex
-from ps_runtime.server.optimizers import Optimizer
+from ps_runtime.server.optimizers import Optimizer, take_rows
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ class StoredTable:
             if not missing.any():
                 if tracks:
                     self.last_touch[rows] = self.version
-                return np.take(self.values, rows, axis=0)
+                return take_rows(self.values, rows)
             out = np.empty((len(ids), self.dim), dtype=self.dtype)
             have = ~missing
             out[have] = self.values[rows[have]]

@@ -15,6 +15,8 @@ from ps_runtime.server.optimizers import (
     Momentum,
     Optimizer,
     make_optimizer,
+    put_rows,
+    take_rows,
 )
 
 State = dict[str, np.ndarray]
@@ -138,3 +140,23 @@ def test_make_optimizer_errors_name_the_fix() -> None:
     assert sorted(["sgd", "momentum", "adagrad", "adam", "ftrl"]) == sorted(
         make_optimizer(n).name for n in ["sgd", "momentum", "adagrad", "adam", "ftrl"]
     )
+
+
+@pytest.mark.parametrize("layout", ["c-ordered", "strided columns", "fortran", "one column", "1-d"])
+def test_take_and_put_rows_match_fancy_indexing(layout: str) -> None:
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(50, 8)).astype(np.float32)
+    a = {
+        "c-ordered": base,
+        "strided columns": base[:, ::2],
+        "fortran": np.asfortranarray(base),
+        "one column": base[:, :1].copy(),
+        "1-d": base[:, 0].copy(),
+    }[layout]
+    rows = np.array([31, 2, 49, 0, 17], dtype=np.int64)  # unsorted, both ends
+    np.testing.assert_array_equal(take_rows(a, rows), a[rows])
+    values = rng.normal(size=a[rows].shape)  # float64: stored as a's dtype
+    expected = a.copy()
+    expected[rows] = values
+    put_rows(a, rows, values)
+    np.testing.assert_array_equal(a, expected)

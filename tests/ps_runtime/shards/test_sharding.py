@@ -141,21 +141,36 @@ def test_embedding_step_gradients_match_finite_differences() -> None:
     d = dedup(ids.reshape(-1))
     rows = rng.normal(size=(len(d.unique), 16))
     head = rng.normal(size=17)
-    _, g_rows, g_head = forward_backward(rows, d, head, y)
+    _, g_rows, g_head = forward_backward(rows, d.inverse, head, y)
     eps = 1e-6
-    for r, c in [(0, 0), (len(d.unique) - 1, 5)]:
+
+    def numeric(bumped_rows: np.ndarray, bumped_head: np.ndarray) -> float:
+        loss = forward_backward(rows, d.inverse, head, y)[0]
+        return (forward_backward(bumped_rows, d.inverse, bumped_head, y)[0] - loss) / eps
+
+    repeated = int(np.argmax(np.bincount(d.inverse)))  # an id seen in several slots
+    for r, c in [(0, 0), (len(d.unique) - 1, 5), (repeated, 9)]:
         bumped = rows.copy()
         bumped[r, c] += eps
-        numeric = (
-            forward_backward(bumped, d, head, y)[0] - forward_backward(rows, d, head, y)[0]
-        ) / eps
-        assert abs(numeric - g_rows[r, c]) < 1e-4
-    bumped_head = head.copy()
-    bumped_head[16] += eps
-    numeric = (
-        forward_backward(rows, d, bumped_head, y)[0] - forward_backward(rows, d, head, y)[0]
-    ) / eps
-    assert abs(numeric - g_head[16]) < 1e-4
+        assert abs(numeric(bumped, head) - g_rows[r, c]) < 1e-4
+    for c in (3, 16):  # a weight of w, and b
+        bumped_head = head.copy()
+        bumped_head[c] += eps
+        assert abs(numeric(rows, bumped_head) - g_head[c]) < 1e-4
+
+
+def test_embedding_unique_ids_match_a_sort() -> None:
+    from ps_runtime.examples.embedding import ROWS, unique_ids
+
+    rng = np.random.default_rng(2)
+    ids = rng.zipf(1.2, size=5000) % ROWS
+    ids[:3] = [ROWS - 1, 0, 0]  # both ends of the range; the first id seen once
+    scratch = np.full(ROWS, -7, dtype=np.int32)
+    for _ in range(2):  # the scratch left by one call does not leak into the next
+        unique, inverse = unique_ids(ids, scratch)
+        np.testing.assert_array_equal(unique, np.unique(ids))
+        np.testing.assert_array_equal(unique[inverse], ids)
+        ids = (ids[::-1] + 1) % ROWS
 
 
 @pytest.mark.parametrize("low", [0, -(2**62), 2**60])
