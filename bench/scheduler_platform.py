@@ -13,9 +13,10 @@ dropped afterwards. Every timed cycle is rolled back, so each repeat sees the sa
 `read_s` is the snapshot read alone (`read_cluster`); `first_cycle_s` the first cycle,
 committed (every pending reason is new then), and `cycle_s` the median of the
 rolled-back steady cycles after it: on the process's cluster cache (`scheduling/cache.py`)
-after every running job's row got a new version, as the previous cycle's virtual runtime
-accrual gives them; `cycle_warm_s` the same with nothing changed since, `cycle_before_s`
-with the whole cluster read instead (the path before the cache). `dry_run_s` is the
+after the previous cycle's virtual runtime accrual (committed: a new version of every
+running job's accrual row, `scheduling/vruntime.py`); `cycle_warm_s` the same with
+nothing changed since, `cycle_before_s` with the whole cluster read instead (the path
+before the cache). `dry_run_s` is the
 median of `--dry-runs` (20) dry runs on a warm cache (`scheduling.preview`: version check,
 policy, forecast of the start from a history of succeeded jobs, one per five active
 ones), `dry_run_cold_s` the same reading the whole cluster each time, `dry_run_first_s`
@@ -231,13 +232,13 @@ def run_pending(n_jobs: int, n_nodes: int, repeat: int) -> dict[str, Any]:
 def run_size(n_jobs: int, n_nodes: int, repeat: int, dry_runs: int) -> dict[str, Any]:
     from django.core.management import call_command
     from django.db import connection, transaction
-    from django.db.models import F
     from trainhub.jobs.choices import JobState
     from trainhub.jobs.models import Job
     from trainhub.scheduling import services
     from trainhub.scheduling.cache import cluster_view
     from trainhub.scheduling.services import run_cycle
     from trainhub.scheduling.snapshot import read_cluster
+    from trainhub.scheduling.vruntime import add_vruntime
 
     logging.getLogger("trainhub").setLevel(logging.WARNING)  # a cycle logs its decisions
     call_command("migrate", verbosity=0)
@@ -259,12 +260,14 @@ def run_size(n_jobs: int, n_nodes: int, repeat: int, dry_runs: int) -> dict[str,
     before_cycles: list[float] = []
     reads: list[float] = []
     result = None
-    running = Job.objects.filter(state=JobState.RUNNING)
+    running = list(Job.objects.filter(state=JobState.RUNNING).values_list("pk", flat=True))
     for _ in range(repeat):
         # Steady: as after the previous cycle, which accrued virtual runtime to every
-        # running job (a new version of each of their rows: the cache reads them again);
-        # warm: nothing changed since; before: the whole cluster read (`read_cluster`).
-        running.update(vruntime=F("vruntime"))
+        # running job (`vruntime.add_vruntime`: a new version of each of their accrual
+        # rows, no job row); warm: nothing changed since; before: the whole cluster read
+        # (`read_cluster`).
+        with transaction.atomic():
+            add_vruntime([(0.001, pk) for pk in running])
         for timings, whole in ((cycles, False), (warm_cycles, False), (before_cycles, True)):
             try:
                 with transaction.atomic():

@@ -74,6 +74,7 @@ class ClusterCache:
         rows = cluster_rows()
         self.nodes, self.quotas, self.jobs = rows.nodes, rows.quotas, rows.jobs
         self.tasks, self.failures, self.reservations = rows.tasks, rows.failures, rows.reservations
+        self.accruals = rows.accruals
         self._sets = rows.all()
         self._hints: dict[str, set[Any]] = {s.name: set() for s in self._sets}
         # Built from the rows: policy nodes by id (with the row and liveness they were built
@@ -129,7 +130,7 @@ class ClusterCache:
         self.nodes.changed_groups.clear()
         nodes = dict(sorted((pk, row[2]) for pk, row in self.nodes.rows.items()))
         dirty_jobs = self.jobs.changed_groups | self.tasks.changed_groups
-        dirty_jobs |= self.failures.changed_groups
+        dirty_jobs |= self.failures.changed_groups | self.accruals.changed_groups
         tasks_changed = bool(self.tasks.changed_groups)
         for job_id in self.tasks.changed_groups:
             self._policy_tasks.pop(job_id, None)
@@ -147,7 +148,7 @@ class ClusterCache:
                 for pk, (_, _, row) in self.jobs.rows.items()
                 if row.fields["state"] in JOB_ACTIVE
             }
-        for s in (self.jobs, self.tasks, self.failures):
+        for s in (self.jobs, self.tasks, self.failures, self.accruals):
             s.changed_groups.clear()
         if dirty_jobs:
             self._rebuild_jobs(dirty_jobs)
@@ -199,7 +200,11 @@ class ClusterCache:
                 rows = sorted(self.tasks.group(pk), key=lambda t: (t.role, t.index))
                 tasks = self._policy_tasks[pk] = tuple(self._policy_task(t) for t in rows)
             avoid = frozenset(self.failures.group(pk))
-            self._policy_jobs[pk] = _job(row.fields, row.asked, list(tasks), avoid)
+            fields = row.fields
+            accrued = self.accruals.rows.get(pk)
+            if accrued is not None:  # a pending job's: as `vruntime.seen_vruntime` adds it
+                fields = {**fields, "vruntime_seen": fields["vruntime_seen"] + accrued[2]}
+            self._policy_jobs[pk] = _job(fields, row.asked, list(tasks), avoid)
         self._jobs_tuple = tuple(self._policy_jobs[pk] for pk in sorted(self._policy_jobs))
 
     def _policy_task(self, t: TaskRow) -> policy.Task:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, QuerySet, TextField
+from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import MD5, Cast
 
@@ -18,7 +18,7 @@ from trainhub.nodes.models import Node
 from trainhub.tenancy.models import Quota, Team
 
 from . import policy
-from .models import Reservation
+from .models import Reservation, VruntimeAccrual
 from .rowsets import RowSet, row_version
 from .snapshot import _JOB_FIELDS, _POLICY_STATE, Asked, _parse_asked, _team
 
@@ -77,7 +77,8 @@ def _jobs() -> QuerySet[Any]:
             Q(state__in=list(_POLICY_STATE)) | Q(pk__in=_active_tasks().values("job_id"))
         )
         .exclude(state=JobState.PENDING, held=True)
-        .annotate(rv=row_version(Job._meta.db_table))
+        # What a pending job accrued while running is the `accruals` set's, added by the cache.
+        .annotate(rv=row_version(Job._meta.db_table), vruntime_seen=F("vruntime"))
     )
 
 
@@ -169,6 +170,18 @@ def _load_reservations(qs: QuerySet[Any], held: dict[int, policy.Reservation]) -
         )
 
 
+def _accruals() -> QuerySet[Any]:
+    # What pending jobs accrued while they ran (`vruntime.py`), by job: a set of its own,
+    # so the accrual the cycle adds to running jobs changes no row the cache holds.
+    return VruntimeAccrual.objects.filter(job__state=JobState.PENDING).annotate(
+        id=F("job_id"), rv=row_version(VruntimeAccrual._meta.db_table)
+    )
+
+
+def _load_accruals(qs: QuerySet[Any], held: dict[int, float]) -> Any:
+    return ((pk, rv, pk, v) for pk, rv, v in qs.values_list("id", "rv", "vruntime"))
+
+
 @dataclass(frozen=True)
 class ClusterRows:
     """One row set per thing the snapshot reads; an event names rows by `group_field`."""
@@ -179,9 +192,13 @@ class ClusterRows:
     tasks: RowSet[TaskRow]
     failures: RowSet[int]  # the node of each failed task of a pending job
     reservations: RowSet[policy.Reservation]
+    accruals: RowSet[float]  # a pending job's accrued virtual runtime
 
     def all(self) -> list[RowSet[Any]]:
-        return [self.nodes, self.quotas, self.jobs, self.tasks, self.failures, self.reservations]
+        return [
+            self.nodes, self.quotas, self.jobs, self.tasks, self.failures, self.reservations,
+            self.accruals,
+        ]  # fmt: skip
 
 
 def cluster_rows() -> ClusterRows:
@@ -193,4 +210,5 @@ def cluster_rows() -> ClusterRows:
         tasks=RowSet("tasks", _tasks, _load_tasks, "job_id"),
         failures=RowSet("failures", _failures, _load_failures, "job_id"),
         reservations=RowSet("reservations", _reservations, _load_reservations, "job_id"),
+        accruals=RowSet("accruals", _accruals, _load_accruals, "job_id"),
     )

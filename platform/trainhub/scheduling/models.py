@@ -38,3 +38,18 @@ class CycleRecord(models.Model):
 
     def __str__(self) -> str:
         return f"cycle at {self.ran_at:%Y-%m-%d %H:%M:%S} ({self.policy})"
+
+
+class VruntimeAccrual(models.Model):
+    """The virtual runtime a job accrued while running, apart from the job's row: each
+    cycle adds to every running job's, and a change to the job's row would make every
+    process's cluster cache read the job again (`cache.py`). A job's virtual runtime is
+    `Job.vruntime` plus this (`vruntime.seen_vruntime`)."""
+
+    job = models.OneToOneField(
+        Job, on_delete=models.CASCADE, primary_key=True, related_name="vruntime_accrual"
+    )
+    vruntime = models.FloatField(default=0)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.vruntime:g}"

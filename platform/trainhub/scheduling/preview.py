@@ -29,6 +29,7 @@ from trainhub.jobs.services import check_submission
 from . import policy
 from .cache import cluster_view
 from .forecast import estimate_start
+from .models import CycleRecord
 from .queue import position_if_submitted
 from .snapshot import asked_of
 
@@ -195,6 +196,9 @@ def _forecast(
         found = runtimes.by_name.get((job.team, names.get(job.id, "")))
         return found if found is not None else runtimes.by_team.get(job.team)
 
+    # A whole run takes about what the last cycle's policy run took; a dry run's own run
+    # stops at its job, so its time alone is only a lower bound.
+    run_s = max(run_s, _last_policy_seconds())
     ends = {}
     for job in snapshot.jobs:
         expected = runtime(job) if job.state == policy.RUNNING else None
@@ -209,3 +213,9 @@ def _forecast(
         run_s=run_s,
     )
     return None if at is None else datetime.fromtimestamp(at, tz=UTC)
+
+
+def _last_policy_seconds() -> float:
+    """How long the last cycle's policy run took (0 before the first cycle)."""
+    summary = CycleRecord.objects.values_list("summary", flat=True).first()
+    return float((summary or {}).get("policy_seconds", 0.0))

@@ -28,6 +28,7 @@ from trainhub.jobs.models import Job
 from .policy import order
 from .policy.model import Job as PolicyJob
 from .policy.model import Resources
+from .vruntime import seen_vruntime
 
 
 def _base_level(priority: str) -> int:
@@ -62,7 +63,7 @@ def _pending(now: datetime) -> QuerySet[Job]:
     return (
         Job.objects.filter(state=JobState.PENDING, held=False)
         .annotate(since=Coalesce("pending_since", "created_at"))
-        .annotate(level=_level(now))
+        .annotate(level=_level(now), seen=seen_vruntime())
     )
 
 
@@ -72,7 +73,7 @@ def queue_positions(
     """1-based queue position of each pending job (of `job_ids`, or of every one)."""
     ranked = (
         _pending(now or timezone.now())
-        .order_by(F("level").desc(), "vruntime", "created_at", "id")
+        .order_by(F("level").desc(), "seen", "created_at", "id")
         .values_list("id", flat=True)
     )
     positions = {job_id: i + 1 for i, job_id in enumerate(ranked)}
@@ -86,8 +87,6 @@ def position_if_submitted(priority: str, *, now: datetime) -> int:
     (1 = first); on a tie it goes after the jobs already waiting, as it would."""
     mine = _base_level(priority)  # it has not waited; its virtual runtime is 0
     ahead = _pending(now).filter(
-        Q(level__gt=mine)
-        | Q(level=mine, vruntime__lt=0)
-        | Q(level=mine, vruntime=0, created_at__lte=now)
+        Q(level__gt=mine) | Q(level=mine, seen__lt=0) | Q(level=mine, seen=0, created_at__lte=now)
     )
     return 1 + ahead.count()

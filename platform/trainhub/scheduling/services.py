@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from trainhub.jobs.choices import TASK_ACTIVE, DesiredState, JobState, TaskRole
 from trainhub.jobs.models import Job
@@ -29,6 +29,7 @@ from .models import CycleRecord
 from .never_fits import reword_never_fitting
 from .policy.order import vruntime_increment
 from .snapshot import ClusterView
+from .vruntime import add_vruntime
 
 logger = logging.getLogger(__name__)
 
@@ -88,19 +89,7 @@ def _accrue_vruntime(view: ClusterView, now: datetime, last: CycleRecord | None)
             if not t.stopping:
                 held = held + t.resources
         increments.append((vruntime_increment(held, capacity, seconds, j.priority), j.id))
-    table = connection.ops.quote_name(Job._meta.db_table)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # one statement for every running job
-            increments.sort(key=lambda pair: pair[1])
-            cursor.execute(
-                f"UPDATE {table} AS j SET vruntime = j.vruntime + v.add FROM"
-                " unnest(%s::float8[], %s::bigint[]) AS v(add, id) WHERE j.id = v.id",
-                [[add for add, _ in increments], [job_id for _, job_id in increments]],
-            )
-        else:  # SQLite (standalone): one statement per job
-            cursor.executemany(
-                f"UPDATE {table} SET vruntime = vruntime + %s WHERE id = %s", increments
-            )
+    add_vruntime(increments)
 
 
 def run_cycle(

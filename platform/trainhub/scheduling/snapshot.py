@@ -26,6 +26,7 @@ from trainhub.tenancy.models import Quota
 
 from . import policy
 from .models import Reservation
+from .vruntime import seen_vruntime
 
 # Job states as the policy sees them. PREEMPTED: the job's tasks are still checkpointing
 # and stopping; they hold their capacity but no longer count against the team's quota.
@@ -157,7 +158,7 @@ _JOB_FIELDS = (
     "created_at",
     "spec_md5",
     "target_workers",
-    "vruntime",
+    "vruntime_seen",
     "last_rescale_at",
     "started_at",
     "pending_since",
@@ -289,7 +290,7 @@ def _job(
         coordinator=spec.coordinator,
         freeze_seconds=spec.freeze_seconds,
         tasks=tuple(tasks),
-        vruntime=job["vruntime"],
+        vruntime=job["vruntime_seen"],
         last_rescale_time=last_rescale,
         started_at=ts(job["started_at"]),
         pending_since=ts(job["pending_since"]),
@@ -352,7 +353,7 @@ def read_cluster(now: datetime) -> ClusterView:
         # A held job waits whatever the capacity: the policy does not see it.
         .exclude(state=JobState.PENDING, held=True)
         .order_by("id")
-        .annotate(spec_md5=MD5(Cast("spec", TextField())))
+        .annotate(spec_md5=MD5(Cast("spec", TextField())), vruntime_seen=seen_vruntime())
         .values(*_JOB_FIELDS)
     )
     job_rows = list(jobs)

@@ -23,6 +23,8 @@ from trainhub.nodes.heartbeats import record_heartbeat
 from trainhub.nodes.models import Node
 from trainhub.nodes.services import set_node_state
 from trainhub.scheduling import cache
+from trainhub.scheduling.models import VruntimeAccrual
+from trainhub.scheduling.queue import queue_positions
 from trainhub.scheduling.snapshot import ClusterView, read_cluster
 from trainhub.tenancy.choices import Role
 from trainhub.tenancy.models import Team
@@ -271,3 +273,38 @@ def test_a_dry_runs_forecast_takes_the_job_names_from_the_cache(
     ]
     assert names == []
     assert any('"jobs_job"."finished_at"' in q["sql"] for q in seen.captured_queries)
+
+
+def test_a_cycles_virtual_runtime_changes_no_cached_job(warm: cache.ClusterCache) -> None:
+    """Each committed cycle adds to every running job's virtual runtime (a row apart from
+    the job's): the cache reads no job again for it."""
+    from trainhub.scheduling.services import run_cycle
+
+    start = timezone.now()
+    run_cycle(now=start)
+    warm.view(start)
+    later = start + timedelta(seconds=10)
+    run_cycle(now=later)
+    assert VruntimeAccrual.objects.get(job=_job("first")).vruntime > 0
+    with CaptureQueriesContext(connection) as seen:
+        warm.view(later)
+    assert len(seen.captured_queries) == 1  # the version check
+    _check(warm, later)
+
+
+def test_a_pending_jobs_accrual_orders_it_and_is_seen_without_an_event(
+    warm: cache.ClusterCache, settings: Any
+) -> None:
+    """Once a job waits again (requeued), what it accrued while running counts: in the
+    snapshot, in the cache (no event says so), in the queue."""
+    settings.EVENT_HANDLERS = []
+    third = make_job(_alice(), name="third")  # submitted after "second", same priority
+    second = _job("second")
+    assert list(queue_positions()) == [second.pk, third.pk]
+    VruntimeAccrual.objects.create(job=second, vruntime=2.5)
+    view = warm.view(timezone.now())
+    assert next(j for j in view.snapshot.jobs if j.id == second.pk).vruntime == 2.5
+    _check(warm)
+    assert list(queue_positions()) == [third.pk, second.pk]
+    VruntimeAccrual.objects.filter(job=second).update(vruntime=4.0)
+    _check(warm)

@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 
 from .model import (
     PENDING,
-    RUNNING,
     STOPPING,
-    WORKER,
     Decisions,
     Job,
     ModelResources,
@@ -23,6 +21,7 @@ from .model import (
 )
 from .placement import Capacity, Placed
 from .quota import QuotaBook
+from .tally import take_held
 
 
 @dataclass
@@ -67,62 +66,30 @@ class CycleState:
             if n.state != "lost":
                 ready_total = ready_total + n.capacity
         book = QuotaBook(snapshot.teams if quotas else (), ready_total)
-        running: dict[int, RunningJob] = {}
         pending: list[Job] = []
-        now = snapshot.now
-        team_used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        held: list[Job] = []
         teams_seen: set[str] = set()
-        position = cap.position
-        cpu, mem, gpu = cap.cpu, cap.mem, cap.gpu
         for job in snapshot.jobs:
             if job.team not in teams_seen:
                 teams_seen.add(job.team)
                 book.ensure(job.team)
-            if job.state == PENDING:
-                pending.append(job)
-                continue
-            acc = team_used[job.team]
-            active: list[Task] = []
-            top_worker = -1
-            workers = 0
-            for t in job.tasks:
-                res = t.resources
-                pos = position.get(t.node_id)
-                if pos is not None:  # tasks hold capacity until they are gone
-                    cap.occupy(pos, job.team)
-                    cpu[pos] -= res.cpu
-                    mem[pos] -= res.memory_mb
-                    gpu[pos] -= res.gpu
-                    if res.gpu > 0:
-                        cap.hold_model(pos, res)
-                if t.role == WORKER and t.index > top_worker:
-                    top_worker = t.index
-                if t.stopping:
-                    continue
-                active.append(t)
-                if t.role == WORKER:
-                    workers += 1
-                acc[0] += res.cpu
-                acc[1] += res.memory_mb
-                acc[2] += res.gpu
-            if job.state != RUNNING:
-                # STOPPING: holds capacity, no longer counts against its team's quota.
-                acc[0] -= sum(t.resources.cpu for t in active)
-                acc[1] -= sum(t.resources.memory_mb for t in active)
-                acc[2] -= sum(t.resources.gpu for t in active)
-                continue
+            (pending if job.state == PENDING else held).append(job)
+        tally = take_held(cap, snapshot.nodes, held)
+        now = snapshot.now
+        running: dict[int, RunningJob] = {}
+        for job, active, next_worker_index, workers in tally.running:
             frozen = (
                 job.last_rescale_time is not None
                 and now < job.last_rescale_time + job.freeze_seconds
             )
             running[job.id] = RunningJob(
                 job=job,
-                tasks=active,
-                next_worker_index=top_worker + 1,
+                tasks=list(active),
+                next_worker_index=next_worker_index,
                 workers=workers,
                 frozen=frozen,
             )
-        for team, acc in sorted(team_used.items()):
+        for team, acc in sorted(tally.team_used.items()):
             book.add(team, Resources(*acc))
         pending_ids = {j.id: j for j in pending}
         reservations: dict[int, list[Reservation]] = defaultdict(list)
