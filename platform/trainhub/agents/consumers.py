@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -52,8 +51,9 @@ from trainhub.opmetrics import AGENTS_CONNECTED, REFUSED, WEBSOCKET_CLIENTS
 
 from . import heartbeats
 from .authentication import credential_from_header
+from .groups import ingest_groups, store_group
 from .notify import node_group
-from .services import DataMessage, apply_control, apply_heartbeats, ingest_batch
+from .services import DataBatch, DataMessage, apply_control, apply_heartbeats
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +63,10 @@ T = TypeVar("T")
 INGEST_BATCH_MESSAGES = 64
 # Messages waiting in one socket's data lane; beyond it the socket stops being read.
 DATA_QUEUE_LIMIT = 512
-# Data-lane batches of all sockets of a process stored at once. Each holds the GIL for
-# its Python work; more of them at a time add no throughput (PostgreSQL and the CPU are
-# the limit) and make the event loop, which answers heartbeats, wait longer for its turn.
+# Groups of data-lane batches (of all sockets of a process, `groups.py`: one transaction
+# each) stored at once. Each holds the GIL for its Python work; more of them at a time
+# add no throughput (PostgreSQL and the CPU are the limit) and make the event loop, which
+# answers heartbeats, wait longer for its turn.
 INGEST_AT_ONCE = 2
 # How long a failed status waits for the data messages sent before it to be stored (its
 # cause is read from the task's stderr, `jobs.causes`); past that it is applied anyway.
@@ -80,20 +81,6 @@ _SQLITE = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 def _db(fn: Callable[..., T]) -> Callable[..., Any]:
     """`fn` on a worker thread with a pooled connection, returned to the pool after."""
     return database_sync_to_async(fn, thread_sensitive=_SQLITE)  # type: ignore[no-any-return]
-
-
-_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _ingest_slots() -> asyncio.Semaphore:
-    """The running event loop's (the process's) `INGEST_AT_ONCE` slots."""
-    loop = asyncio.get_running_loop()
-    found = _slots.get(loop)
-    if found is None:
-        found = _slots[loop] = asyncio.Semaphore(INGEST_AT_ONCE)
-    return found
 
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -187,15 +174,16 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
 
     async def _ingest_loop(self) -> None:
         """The data lane: batches of queued metrics and logs, stored together."""
+        node_id = self.node_id
+        assert node_id is not None  # connected
         while True:
             batch = [await self.data.get()]
             while len(batch) < INGEST_BATCH_MESSAGES and not self.data.empty():
                 batch.append(self.data.get_nowait())
+            messages = [m for _, m in batch]
             try:
-                async with _ingest_slots():
-                    refused = await _db(ingest_batch)(
-                        node_id=self.node_id, messages=[m for _, m in batch], now=timezone.now()
-                    )
+                groups = ingest_groups(_db(store_group), INGEST_AT_ONCE)
+                refused = await groups.submit(DataBatch(node_id, messages, timezone.now()))
             except Exception:  # a bug or the database: not acknowledged, sent again
                 logger.exception("node %s: storing %d messages failed", self.node_id, len(batch))
                 await self.close(code=1011)

@@ -9,10 +9,12 @@ events that the live feed turns into pushes.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any, NamedTuple, assert_never
 
 import numpy as np
+from django.db import transaction
 
 from ps_runtime.agent.delivery import Refusal
 from ps_runtime.agent.protocol import (
@@ -39,6 +41,7 @@ from trainhub.jobs.services import (
 from trainhub.jobs.services.stalls import record_stacks
 from trainhub.nodes.capacity import CapacityReport, cap_to_reports
 from trainhub.nodes.heartbeats import HeartbeatRecord, record_heartbeat, record_heartbeats
+from trainhub.telemetry.budgets import lock_usages
 from trainhub.telemetry.chunks import micros
 from trainhub.telemetry.codec import Columns
 from trainhub.telemetry.progress import record_progress
@@ -48,13 +51,24 @@ from trainhub.telemetry.services import ingest_logs, ingest_series
 # The data lane's messages: stored in batches (`ingest_batch`).
 DataMessage = Metrics | Logs | Progress | Stacks
 
+
+class DataBatch(NamedTuple):
+    """Data messages of one node's socket, received by `now`: stored together."""
+
+    node_id: int
+    messages: list[DataMessage]
+    now: datetime
+
+
 __all__ = [
+    "DataBatch",
     "DataMessage",
     "ProtocolError",
     "apply_control",
     "apply_heartbeats",
     "handle_message",
     "ingest_batch",
+    "ingest_batches",
 ]
 
 
@@ -86,20 +100,41 @@ def ingest_batch(
 ) -> list[tuple[int, Refusal]]:
     """Store several metrics, logs, progress and stacks messages of one node together: one
     lookup of their tasks, one insert (or update) per task and kind (the metrics of a
-    task: one chunk per series). Returns the refused ones, by index: a message about a
-    task attempt that does not run on this node."""
-    keys = {m.task for m in messages}
+    task: one chunk per series), in one transaction. Returns the refused ones, by index:
+    a message about a task attempt that does not run on this node."""
+    with transaction.atomic():
+        return ingest_batches([DataBatch(node_id, messages, now)])[0]
+
+
+def ingest_batches(batches: Sequence[DataBatch]) -> list[list[tuple[int, Refusal]]]:
+    """`ingest_batch` of several nodes' batches in the caller's transaction (the gateway's
+    group commit, `agents.groups`): one lookup of every task they name; with more than
+    one job, the jobs' budget rows are locked first, in id order, so that two groups
+    never wait on each other's rows in opposite orders. The refusals of each batch."""
+    keys = {(b.node_id, m.task) for b in batches for m in b.messages}
     tasks = {
-        TaskKey(t.pk, t.attempt): t
-        for t in Task.objects.filter(node_id=node_id, pk__in={k.id for k in keys})
-        if TaskKey(t.pk, t.attempt) in keys
+        (t.node_id, TaskKey(t.pk, t.attempt)): t
+        for t in Task.objects.filter(pk__in={key.id for _, key in keys})
+        if (t.node_id, TaskKey(t.pk, t.attempt)) in keys
     }
+    jobs = {t.job_id for t in tasks.values()}
+    if len(jobs) > 1:
+        lock_usages(jobs)
+    return [_ingest_one(batch, tasks) for batch in batches]
+
+
+def _ingest_one(
+    batch: DataBatch, found: Mapping[tuple[int | None, TaskKey], Task]
+) -> list[tuple[int, Refusal]]:
+    """One node's batch, its tasks looked up (`found`, by node and key)."""
+    now = batch.now
+    tasks = {key: task for (node, key), task in found.items() if node == batch.node_id}
     refused: list[tuple[int, Refusal]] = []
     series: dict[TaskKey, dict[str, list[Columns]]] = defaultdict(lambda: defaultdict(list))
     lines: dict[tuple[TaskKey, str], list[str]] = defaultdict(list)
     progress: dict[TaskKey, list[ProgressItem]] = defaultdict(list)
     stacks: list[Stacks] = []
-    for i, message in enumerate(messages):
+    for i, message in enumerate(batch.messages):
         if message.task not in tasks:
             why = f"no attempt {message.task.attempt} of task {message.task.id} runs on this node"
             refused.append((i, Refusal("id", why)))

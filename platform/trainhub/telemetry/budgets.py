@@ -8,7 +8,7 @@ and the counts are exact.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from django.conf import settings
 
@@ -56,3 +56,14 @@ def charge_log(usage: JobTelemetry, sizes: Sequence[int]) -> int:
     usage.log_bytes_dropped += sum(sizes[kept:])
     usage.save(update_fields=["log_bytes", "log_lines_dropped", "log_bytes_dropped"])
     return kept
+
+
+def lock_usages(job_ids: Iterable[int]) -> None:
+    """Lock the rows of several jobs (created if missing) in job id order, until the
+    transaction ends: how a transaction that stores batches of several jobs takes their
+    locks (each `locked_usage` after it finds its row held already)."""
+    ids = sorted(set(job_ids))
+    JobTelemetry.objects.bulk_create(
+        [JobTelemetry(job_id=job_id) for job_id in ids], ignore_conflicts=True
+    )
+    list(JobTelemetry.objects.select_for_update().filter(pk__in=ids).order_by("pk").values("pk"))

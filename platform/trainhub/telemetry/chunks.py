@@ -12,7 +12,7 @@ never lost nor stored twice. Reads decode only the chunks a range of steps touch
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -64,13 +64,11 @@ def chunk_rows(job_id: int, task_id: int | None, name: str, columns: Columns) ->
     return rows
 
 
-def compact_due(job_id: int, names: Iterable[str]) -> None:
-    """Merge the small chunks of those of `names` that gathered `COMPACT_AT` of them.
-    Called inside the transaction that stored the batch (the series rows are locked)."""
-    due = MetricSeries.objects.filter(
-        job_id=job_id, name__in=list(names), small_chunks__gte=COMPACT_AT
-    ).values_list("name", flat=True)
-    for name in due:
+def compact_due(job_id: int, small: Mapping[str, int]) -> None:
+    """Merge the small chunks of the series that gathered `COMPACT_AT` of them (`small`:
+    each series' count, as the batch's upsert of the series rows returned it). Called
+    inside the transaction that stored the batch (the series rows are locked)."""
+    for name in sorted(name for name, count in small.items() if count >= COMPACT_AT):
         compact(job_id, name)
 
 

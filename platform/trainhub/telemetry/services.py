@@ -1,8 +1,9 @@
 """Ingesting metric batches and log chunks from agents.
 
 Metric points arrive as columns per series (`codec.Columns`) and are stored as chunks
-(`chunks.py`), folded into the series and rollups with array operations. Each batch is
-charged to the job's budgets (`budgets.py`): what lies beyond is counted, not stored.
+(`chunks.py`), folded into the series and rollups with array operations
+(`storing.py`). Each batch is charged to the job's budgets (`budgets.py`): what lies
+beyond is counted, not stored.
 Log text is cleaned (`text.py`) and each line gets its byte offset in its task's stream.
 Each stored batch is published (`MetricPointsIngested`, `LogLinesIngested`); the browser
 feed (`live.on_event`) pushes it to the job's watchers.
@@ -11,13 +12,12 @@ feed (`live.on_event`) pushes it to the job's watchers.
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from trainhub.events import LogLinesIngested, MetricPointsIngested, publish
@@ -25,12 +25,24 @@ from trainhub.jobs.models import Task
 from trainhub.opmetrics import INGESTED, OVER_BUDGET
 
 from .budgets import charge_log, charge_points, locked_usage
-from .chunks import FULL_CHUNK, chunk_rows, columns_of, compact_due, from_micros
+from .chunks import columns_of, from_micros
 from .codec import Columns
-from .models import LogLine, MetricChunk, MetricRollup, MetricSeries
+from .models import LogLine
 from .progress import note_steps
-from .rollups import rollup_columns
+from .storing import store_rollups, store_series, write_points
 from .text import clean_text, storable
+
+__all__ = [
+    "MAX_LINE_CHARS",
+    "ingest_logs",
+    "ingest_metrics",
+    "ingest_rows",
+    "ingest_series",
+    "live_buckets",
+    "store_rollups",
+    "store_series",
+    "write_points",
+]
 
 MAX_LINE_CHARS = 4000
 
@@ -113,7 +125,9 @@ def ingest_series(
     total = sum(len(c) for c in wanted.values())
     if not total:
         return []
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction (the gateway's group commit): a failure
+    # fails that transaction whole.
+    with transaction.atomic(savepoint=False):
         usage = locked_usage(task.job_id)
         highest = (int(c.steps.max()) for c in wanted.values())
         moved = note_steps(usage, task, highest, now)
@@ -124,7 +138,8 @@ def ingest_series(
             store_series(task.job_id, task.pk, stored)
     if not stored:
         return []
-    INGESTED.labels("metric_points").inc(sum(len(c) for c in stored.values()))
+    count = sum(len(c) for c in stored.values())
+    transaction.on_commit(lambda: INGESTED.labels("metric_points").inc(count))
     live = live_buckets(stored)
     publish(MetricPointsIngested(job_id=task.job_id, points=tuple(live)))
     return live
@@ -143,40 +158,6 @@ def _first_points(series: Mapping[str, Columns], kept: int) -> dict[str, Columns
         if mask.any():
             out[name] = columns.take(mask)
     return out
-
-
-def store_series(job_id: int, task_id: int | None, series: Mapping[str, Columns]) -> None:
-    """Store points as chunks and fold them into the job's series and rollups, with no
-    budget (ingest charged it; tools and tests seed with it directly). In one
-    transaction: the series rows are upserted first (their lock orders the batches of
-    one series), then the chunks written and, when due, a series' small chunks merged."""
-    series = {name: columns for name, columns in series.items() if len(columns)}
-    if not series:
-        return
-    with transaction.atomic():
-        rows = [
-            row
-            for name, columns in series.items()
-            for row in chunk_rows(job_id, task_id, name, columns)
-        ]
-        small = Counter(row.name for row in rows if row.count < FULL_CHUNK)
-        _store_summaries(job_id, series, small)
-        MetricChunk.objects.bulk_create(rows)
-        if small:
-            compact_due(job_id, small)
-
-
-def write_points(
-    job_id: int,
-    rows: Iterable[tuple[str, int, float]],
-    *,
-    task_id: int | None = None,
-    time: datetime | None = None,
-) -> None:
-    """Store `(name, step, value)` points of a job at `time` (default: now) as ingest
-    would, without a budget: how tools, benchmarks and tests seed metrics."""
-    when = time or timezone.now()
-    store_series(job_id, task_id, columns_of((n, s, float(v), when) for n, s, v in rows))
 
 
 def live_buckets(series: Mapping[str, Columns]) -> list[dict[str, Any]]:
@@ -206,113 +187,6 @@ def live_buckets(series: Mapping[str, Columns]) -> list[dict[str, Any]]:
     return live
 
 
-def store_rollups(job_id: int, points: list[tuple[str, int, float]]) -> None:
-    """Fold stored `(name, step, value)` points of a job, in arrival order, into its
-    series and rollups (`store_series` without the chunks)."""
-    series = columns_of((name, step, value, _NO_TIME) for name, step, value in points)
-    _store_summaries(job_id, series)
-
-
-_NO_TIME = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _store_summaries(
-    job_id: int, series: Mapping[str, Columns], small: Mapping[str, int] | None = None
-) -> None:
-    """The batch's series and rollup rows (with the small chunks it adds per name): one
-    upsert per table (in key order, so that two batches of one job never wait on each
-    other's rows in opposite orders)."""
-    small = small or {}
-    summaries = rollup_columns(series)
-    _upsert(
-        MetricSeries._meta.db_table,
-        ("job_id", "name", "first_step", "last_step", "count", "small_chunks"),
-        ("job_id", "name"),
-        [
-            (job_id, name, int(c.steps.min()), int(c.steps.max()), len(c), small.get(name, 0))
-            for name, c in sorted(series.items())
-        ],
-    )
-    _upsert(
-        MetricRollup._meta.db_table,
-        (
-            "job_id",
-            "name",
-            "level",
-            "block",
-            "min_value",
-            "max_value",
-            "count",
-            "last_step",
-            "last_value",
-        ),
-        ("job_id", "name", "level", "block"),
-        [
-            (job_id, name, level, block, s.min, s.max, s.count, s.last_step, s.last_value)
-            for (name, level, block), s in sorted(summaries.items())
-        ],
-    )
-
-
-# Rows per upsert statement: 9 parameters each stays well under SQLite's and PostgreSQL's
-# limits on bound parameters.
-UPSERT_ROWS = 500
-
-
-_SQL_TYPES = {
-    "job_id": "bigint",
-    "name": "text",
-    "level": "smallint",
-    "block": "bigint",
-    "first_step": "bigint",
-    "last_step": "bigint",
-    "count": "bigint",
-    "small_chunks": "integer",
-    "min_value": "double precision",
-    "max_value": "double precision",
-    "last_value": "double precision",
-}
-
-
-def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...], rows: list[Any]) -> None:
-    least, greatest = ("LEAST", "GREATEST") if connection.vendor == "postgresql" else ("MIN", "MAX")
-    merge = {
-        "first_step": f"{least}(t.first_step, excluded.first_step)",
-        "min_value": f"{least}(t.min_value, excluded.min_value)",
-        "max_value": f"{greatest}(t.max_value, excluded.max_value)",
-        "count": "t.count + excluded.count",
-        "small_chunks": "t.small_chunks + excluded.small_chunks",
-        # Read before last_step changes: every SET expression sees the old row.
-        "last_value": (
-            "CASE WHEN excluded.last_step >= t.last_step"
-            " THEN excluded.last_value ELSE t.last_value END"
-        ),
-        "last_step": f"{greatest}(t.last_step, excluded.last_step)",
-    }
-    quote = connection.ops.quote_name
-    updates = ", ".join(f"{quote(c)} = {merge[c]}" for c in columns if c not in key)
-    head = f"INSERT INTO {quote(table)} AS t ({', '.join(quote(c) for c in columns)}) "
-    conflict = f"ON CONFLICT ({', '.join(quote(c) for c in key)}) DO UPDATE SET {updates}"
-    if connection.vendor == "postgresql":
-        # One array per column: a short statement whatever the rows (a VALUES list of
-        # thousands of placeholders costs more to parse than to run).
-        arrays = ", ".join(f"%s::{_SQL_TYPES[c]}[]" for c in columns)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"{head} SELECT * FROM unnest({arrays}) {conflict}",
-                [list(column) for column in zip(*rows, strict=True)],
-            )
-        return
-    row = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    with connection.cursor() as cursor:
-        for i in range(0, len(rows), UPSERT_ROWS):
-            chunk = rows[i : i + UPSERT_ROWS]
-            cursor.execute(
-                f"{head} VALUES {', '.join([row] * len(chunk))} {conflict}",
-                [value for r in chunk for value in r],
-            )
-
-
 def ingest_logs(
     *, task: Task, stream: str, lines: list[Any], now: datetime
 ) -> list[dict[str, Any]]:
@@ -326,7 +200,7 @@ def ingest_logs(
     if not texts:
         return []
     sizes = [len(text.encode()) + 1 for text in texts]
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         kept = charge_log(locked_usage(task.job_id), sizes)
         offset = _next_offset(task)
         rows = []

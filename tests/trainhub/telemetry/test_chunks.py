@@ -13,7 +13,7 @@ from django.db import connection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from trainhub.jobs.models import Job, Task
-from trainhub.telemetry import services
+from trainhub.telemetry import storing
 from trainhub.telemetry.chunks import (
     CHUNK_POINTS,
     COMPACT_AT,
@@ -143,7 +143,8 @@ def _state(job_id: int) -> tuple[Any, ...]:
     )
 
 
-@pytest.mark.django_db
+# A transaction of its own per batch, as the gateway's: ingest takes no savepoint.
+@pytest.mark.django_db(transaction=True)
 def test_a_batch_that_fails_midway_stores_nothing_and_loses_nothing_before_it(
     task: Task, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,7 +157,7 @@ def test_a_batch_that_fails_midway_stores_nothing_and_loses_nothing_before_it(
     def crash(job_id: int, names: Any) -> None:
         raise ConnectionError("the server died after the chunk insert")
 
-    monkeypatch.setattr(services, "compact_due", crash)
+    monkeypatch.setattr(storing, "compact_due", crash)
     with pytest.raises(ConnectionError):
         ingest_metrics(task=task, points=_batch(300, 10), now=NOW)  # a small chunk: compacts
     assert MetricChunk.objects.count() == 1
