@@ -1,9 +1,10 @@
 """The `/ws/agent/` endpoint: one long-lived socket per node agent.
 
-Two lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied as they
-arrive (a failed one once the data messages before it are stored: its cause is read from
-the task's stderr) and heartbeats go to the process's `HeartbeatWriter` (written for all sockets
-together every 0.25 s); metrics, logs, progress and stacks go to a queue that a task of
+Three lanes per socket (docs/design.md, "Agent gateway"): task statuses are applied in
+order by a task of the socket (one that ends a task once the data messages sent before it
+are stored: a failure's cause is read from the task's stderr, and a job seen ended has its
+last points and result line); heartbeats go to the process's `HeartbeatWriter` (written for
+all sockets together every 0.25 s); metrics, logs, progress and stacks go to a queue that a task of
 the socket drains in batches (one lookup and one insert per task and kind), so a
 heartbeat never waits behind a flood of points. Database work runs on pooled connections
 in worker threads (one thread for SQLite, which has one writer anyway). Every numbered message is
@@ -68,8 +69,9 @@ DATA_QUEUE_LIMIT = 512
 # add no throughput (PostgreSQL and the CPU are the limit) and make the event loop, which
 # answers heartbeats, wait longer for its turn.
 INGEST_AT_ONCE = 2
-# How long a failed status waits for the data messages sent before it to be stored (its
-# cause is read from the task's stderr, `jobs.causes`); past that it is applied anyway.
+# How long a status that ends a task waits for the data messages sent before it to be
+# stored (a failure's cause is read from the task's stderr, `jobs.causes`; a job seen ended
+# has its last points); past that, or once the data lane has stopped, it is applied anyway.
 STDERR_WAIT_SECONDS = 10.0
 # A socket checks its credential again (revoked? expired?) at its first message this long
 # after the last check: a revocation whose notice was lost closes it within this time plus
@@ -81,6 +83,10 @@ _SQLITE = settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 def _db(fn: Callable[..., T]) -> Callable[..., Any]:
     """`fn` on a worker thread with a pooled connection, returned to the pool after."""
     return database_sync_to_async(fn, thread_sensitive=_SQLITE)  # type: ignore[no-any-return]
+
+
+# A task's statuses that end it: applied after the output the agent sent before them.
+_ENDED = frozenset({ReportedState.SUCCEEDED, ReportedState.FAILED, ReportedState.STOPPED})
 
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
@@ -110,8 +116,12 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         self.data: asyncio.Queue[tuple[int | None, DataMessage]] = asyncio.Queue(DATA_QUEUE_LIMIT)
         # Data messages queued and stored so far: a failed status waits for those before it.
         self.queued = self.stored = 0
+        self.lane_stopped = False
         self.stored_more = asyncio.Condition()
         self.ingester = asyncio.create_task(self._ingest_loop())
+        # Task statuses in order, each with the data messages queued before it.
+        self.statuses: asyncio.Queue[tuple[int | None, TaskStatus, int]] = asyncio.Queue()
+        self.status_lane = asyncio.create_task(self._status_loop())
         self.heartbeats = heartbeats.writer(_db(apply_heartbeats))
         await self.channel_layer.group_add(node_group(node.pk), self.channel_name)
         await self.accept()
@@ -127,8 +137,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         WEBSOCKET_CLIENTS.labels("agent").dec()
         # What is still queued was not acknowledged: the agent sends it again.
         self.ingester.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.ingester
+        self.status_lane.cancel()
+        for lane in (self.ingester, self.status_lane):
+            with contextlib.suppress(asyncio.CancelledError):
+                await lane
         await self.heartbeats.flush()
         await self.channel_layer.group_discard(node_group(self.node_id), self.channel_name)
         logger.info("agent of node %s disconnected (%s)", self.node_id, code)
@@ -153,10 +165,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             self.heartbeats.add(self.node_id, message, timezone.now())
             await self._handled([received.seq], selective=True)
         elif isinstance(message, TaskStatus):
-            if message.state == ReportedState.FAILED:
-                await self._data_stored(self.queued)
-            await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
-            await self._handled([received.seq], selective=True)
+            # Applied by the status lane: a heartbeat after it is not held up meanwhile.
+            self.statuses.put_nowait((received.seq, message, self.queued))
         else:
             assert isinstance(message, Metrics | Logs | Progress | Stacks)
             await self.data.put((received.seq, message))
@@ -186,6 +196,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 refused = await groups.submit(DataBatch(node_id, messages, timezone.now()))
             except Exception:  # a bug or the database: not acknowledged, sent again
                 logger.exception("node %s: storing %d messages failed", self.node_id, len(batch))
+                async with self.stored_more:  # no status waits for this lane any more
+                    self.lane_stopped = True
+                    self.stored_more.notify_all()
                 await self.close(code=1011)
                 return
             for index, refusal in refused:
@@ -197,15 +210,30 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
                 self.stored += len(batch)
                 self.stored_more.notify_all()
 
+    async def _status_loop(self) -> None:
+        """The status lane: statuses applied in the order sent; one that ends a task once
+        the data messages queued before it are stored."""
+        while True:
+            seq, message, queued = await self.statuses.get()
+            if message.state in _ENDED:
+                await self._data_stored(queued)
+            try:
+                await _db(apply_control)(node_id=self.node_id, message=message, now=timezone.now())
+            except Exception:  # a bug or the database: not acknowledged, sent again
+                logger.exception("node %s: applying a task status failed", self.node_id)
+                await self.close(code=1011)
+                return
+            await self._handled([seq], selective=True)
+
     async def _data_stored(self, queued: int) -> None:
         """Wait (a bounded time) until the first `queued` data messages are stored: the
-        output a task wrote before it failed, which its cause is read from. Only those:
-        what comes after the status is no reason to hold it."""
+        output a task wrote before it ended (a failure's cause is read from it). Only
+        those: what comes after the status is no reason to hold it."""
         try:
             async with asyncio.timeout(STDERR_WAIT_SECONDS), self.stored_more:
-                await self.stored_more.wait_for(lambda: self.stored >= queued)
+                await self.stored_more.wait_for(lambda: self.stored >= queued or self.lane_stopped)
         except TimeoutError:
-            logger.warning("node %s: a failed status applied before its output", self.node_id)
+            logger.warning("node %s: an ended status applied before its output", self.node_id)
 
     async def _refuse(self, received: Received, refusals: tuple[Refusal, ...]) -> None:
         if not refusals:

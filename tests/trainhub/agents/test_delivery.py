@@ -3,12 +3,14 @@ refused alone while their neighbours are stored, repeated statuses applied once.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 from trainhub.asgi import application
@@ -234,3 +236,73 @@ def test_a_failed_status_is_classified_from_the_output_sent_before_it() -> None:
     assert (task.end_cause, task.state) == ("user_exception", TaskState.FAILED)
     job.refresh_from_db()
     assert job.last_error == "ValueError at train.py:12"
+
+
+def _flood_then_end(key: dict[str, Any], lines: list[str], state: str) -> list[dict[str, Any]]:
+    """A running status, 10,000 points, a log line and the status `state` (seq 13)."""
+    frames: list[dict[str, Any]] = [{"type": "task_status", **key, "state": "running", "seq": 1}]
+    for seq in range(2, 12):  # the data lane is still busy when the status comes
+        points = [_point(seq * 1000 + i) for i in range(1000)]
+        frames.append({"type": "metrics", **key, "points": points, "seq": seq})
+    frames.append({"type": "logs", **key, "stream": "stdout", "lines": lines, "seq": 12})
+    frames.append({"type": "task_status", **key, "state": state, "exit_code": 0, "seq": 13})
+    return frames
+
+
+def test_a_job_seen_succeeded_has_the_output_sent_before_its_status() -> None:
+    """A succeeded status waits for the data lane too: whoever sees the task succeeded
+    reads its last points and its result line (e2e tests reading a trial's result did not,
+    now and then)."""
+    credential, job, tasks = _placed()
+    coordinator = tasks["coordinator"]
+    key = {"id": coordinator["id"], "attempt": 1}
+    result = '{"result": {"steps": 4}}'
+
+    def seen() -> tuple[str, bool, int]:
+        return (
+            Task.objects.get(pk=coordinator["id"]).state,
+            LogLine.objects.filter(job=job, line=result).exists(),
+            len(stored_points([job.pk])),
+        )
+
+    async def scenario() -> None:
+        agent = await _connect(credential)
+        for frame in _flood_then_end(key, [result], "succeeded"):
+            await agent.send_json_to(frame)
+        # The first moment the task is seen ended, everything sent before it is stored.
+        deadline = asyncio.get_running_loop().time() + 20
+        state = await database_sync_to_async(seen)()
+        while state[0] != TaskState.SUCCEEDED and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+            state = await database_sync_to_async(seen)()
+        assert state == (TaskState.SUCCEEDED, True, 10_000)
+        assert await _until_acked(agent, 13) == []
+        await agent.disconnect(timeout=10)
+
+    _run(scenario)
+
+
+def test_a_heartbeat_is_answered_while_an_ended_status_waits_for_the_data_lane() -> None:
+    """The status waits in a lane of its own: a heartbeat sent after it is acknowledged
+    while the points ahead of the status are still being stored (the node's liveness is
+    not held up by the status's wait)."""
+    credential, _job, tasks = _placed()
+    coordinator = tasks["coordinator"]
+    key = {"id": coordinator["id"], "attempt": 1}
+
+    async def scenario() -> None:
+        agent = await _connect(credential)
+        for frame in _flood_then_end(key, ["done"], "succeeded"):
+            await agent.send_json_to(frame)
+        beat = {"type": "heartbeat", "usage": {"cpu_percent": 3}, "seq": 14}
+        await agent.send_json_to(beat)
+        while True:  # the heartbeat is answered while the points are still being stored
+            frame = await agent.receive_json_from(timeout=10)
+            assert frame["type"] == "ack" and frame["seq"] < 12, frame
+            if 14 in frame.get("also", []):
+                break
+        assert await _until_acked(agent, 14) == []
+        await agent.disconnect(timeout=10)
+
+    _run(scenario)
+    assert Task.objects.get(pk=coordinator["id"]).state == TaskState.SUCCEEDED
