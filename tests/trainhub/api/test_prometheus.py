@@ -92,7 +92,9 @@ def test_platform_admins_and_allowed_addresses_may_read(cluster: dict[str, Any])
 
 
 @override_settings(METRICS_TOKEN=TOKEN)
-def test_what_it_says_of_jobs_nodes_cycles_and_ingest(cluster: dict[str, Any]) -> None:
+def test_what_it_says_of_jobs_nodes_cycles_and_ingest(
+    cluster: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     client = Client(HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     before = samples(client.get("/metrics").content.decode())
     task = Task.objects.filter(job=cluster["running"], role="worker").first()
@@ -109,7 +111,9 @@ def test_what_it_says_of_jobs_nodes_cycles_and_ingest(cluster: dict[str, Any]) -
         ),
         parse_from_agent({"type": "logs", **key, "stream": "stdout", "lines": ["a", "b"]}),
     ]
-    ingest_batch(node_id=cluster["node"].pk, messages=messages, now=timezone.now())  # type: ignore[arg-type]
+    # Ingest counts what its transaction committed (on commit; the test's transaction stays).
+    with django_capture_on_commit_callbacks(execute=True):
+        ingest_batch(node_id=cluster["node"].pk, messages=messages, now=timezone.now())  # type: ignore[arg-type]
 
     response = client.get("/metrics")
     assert response.status_code == 200
