@@ -38,6 +38,7 @@ from itertools import islice
 from .model import Job, Resources
 from .placement import Placed, TaskSpec
 from .quota import Admission
+from .reach import Reach, build_reach, could_ever_host
 from .state import CycleState, RunningJob, may_borrow_for
 from .units import (
     Unit,
@@ -82,6 +83,18 @@ class _Victims:
     elastic: list[RunningJob]
     borrowers: list[RunningJob]
     movable: list[RunningJob]  # borrowers with replicated PS shards, by job id
+    reach: Reach | None = None  # what they hold per node (`reach.py`), built on first need
+
+    def bound(self, st: CycleState) -> Reach:
+        if self.reach is None:
+            self.reach = build_reach(
+                st,
+                borrowers=self.borrowers,
+                cpu_on_gpu=self.cpu_on_gpu,
+                elastic=self.elastic,
+                movable=self.movable,
+            )
+        return self.reach
 
 
 def _victims(st: CycleState) -> _Victims:
@@ -148,16 +161,26 @@ class _Sole:
     tries: int = SOLE_TRIES
 
 
+def _teams(
+    st: CycleState, job: Job, reclaim: bool, key: tuple[int, float] | None = None
+) -> set[str]:
+    """The teams whose jobs may give way to `job` now (a team's jobs only get fewer
+    during an attempt, and so do these teams)."""
+    if key is None:
+        key = (0, 0.0) if reclaim else _fair_key_after(st, job)
+    return {
+        t
+        for t in st.book.teams
+        if t != job.team and (st.book.is_borrowing(t) if reclaim else st.book.fair_key(t) > key)
+    }
+
+
 def _candidates(
     st: CycleState, job: Job, reclaim: bool, sole_search: _Sole | None = None
 ) -> Iterator[Unit]:
     """Victim units in order, lazily (each one taken before the next is computed)."""
     key = (0, 0.0) if reclaim else _fair_key_after(st, job)
-    teams = {
-        t
-        for t in st.book.teams
-        if t != job.team and (st.book.is_borrowing(t) if reclaim else st.book.fair_key(t) > key)
-    }
+    teams = _teams(st, job, reclaim, key)
     if not teams:
         return
     victims = _victims(st)
@@ -270,6 +293,9 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     tried = admission.ok and not admission.reclaim
     hostable = False  # a node freed since then could take one of the gang's tasks
     shapes = list({res.as_tuple(): res for _, _, res in gang}.values())
+    if tried and not _could_ever_host(st, job, reclaim, shapes):
+        st.no_room.add(memo)  # no node could take a task even with every victim gone
+        return False
 
     def completes(unit: Unit) -> bool:
         add = Resources()
@@ -362,6 +388,17 @@ def make_room(st: CycleState, job: Job, admission: Admission) -> bool:
     how = "stop or move" if any(u.server is not None for u in needed) else "stop"
     st.reason(job, f"capacity reclaimed for it: waiting for {n} task(s) of other jobs to {how}")
     return True
+
+
+def _could_ever_host(st: CycleState, job: Job, reclaim: bool, shapes: list[Resources]) -> bool:
+    """`reach.could_ever_host` with the units `_candidates` may take for `job`."""
+    kinds = ["elastic"]
+    if job.worker.gpu > 0:
+        kinds.append("cpu_on_gpu")
+    if reclaim:
+        kinds += ["borrowers", "movable"]
+    reach = _victims(st).bound(st)
+    return could_ever_host(st, reach, job.team, _teams(st, job, reclaim), kinds, shapes)
 
 
 def could_ever_fit(st: CycleState, gang: tuple[TaskSpec, ...], demand: Resources) -> bool:
