@@ -299,7 +299,7 @@ def _events(jobs: Any, measured: Any, now: datetime, rng: random.Random) -> int:
 def _telemetry(measured: Any, now: datetime) -> tuple[int, int]:
     """The measured job's metrics (3 x 10k points) and log (20k lines)."""
     from trainhub.telemetry.chunks import columns_of
-    from trainhub.telemetry.models import LogLine
+    from trainhub.telemetry.logchunks import store_lines
     from trainhub.telemetry.services import store_series
 
     start = now - timedelta(hours=20)
@@ -310,20 +310,23 @@ def _telemetry(measured: Any, now: datetime) -> tuple[int, int]:
     ]
     store_series(measured.pk, None, columns_of(rows))
     points = rows
-    lines = LogLine.objects.bulk_create(
-        (
-            LogLine(
-                job=measured,
-                source=f"worker-{k % 2}",
-                stream="stdout",
-                line=f"step {k} loss {1.0 / (k + 1):.5f}",
-                time=start + timedelta(seconds=k),
-            )
-            for k in range(20_000)
-        ),
-        batch_size=10_000,
-    )
-    return len(points), len(lines)
+    # As ingest stores them: a batch of 100 lines at a time, the two workers in turn.
+    offsets = {"worker-0": 0, "worker-1": 0}
+    lines = 0
+    for first in range(0, 20_000, 100):
+        source = f"worker-{first // 100 % 2}"
+        stored = store_lines(
+            job_id=measured.pk,
+            task_id=None,
+            source=source,
+            stream="stdout",
+            texts=[f"step {k} loss {1.0 / (k + 1):.5f}" for k in range(first, first + 100)],
+            time=start + timedelta(seconds=first),
+            offset=offsets[source],
+        )
+        offsets[source] = stored[-1].offset + len(stored[-1].line.encode()) + 1
+        lines += len(stored)
+    return len(points), lines
 
 
 def populate(n_jobs: int, n_nodes: int, n_teams: int, now: datetime) -> World:

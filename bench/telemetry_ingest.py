@@ -15,7 +15,10 @@ gateway parses them), round-robin over the tasks, stored in alternating rounds:
 Prints per mode the median over rounds of the CPU of this process per point (µs: the
 storing, not the socket's JSON), the wall time per batch (ms), and the round trips to
 PostgreSQL per batch: statements Django sends (savepoints included) plus each
-transaction's BEGIN and COMMIT.
+transaction's BEGIN and COMMIT. Then `logs`: `--batches` log batches of `LOG_LINES`
+training-like lines each, round-robin over the tasks, stored by `telemetry.services.
+ingest_logs` (one chunk each): lines stored per second and PostgreSQL bytes per stored
+line (the log table, its TOAST and its indexes).
 """
 
 from __future__ import annotations
@@ -124,17 +127,52 @@ def run(senders: int, batches: int, group: int, rounds: int) -> dict[str, Any]:
             found[mode].append(
                 (cpu / (batches * BATCH_POINTS) * 1e6, wall / batches * 1e3, trips.count / batches)
             )
+        logs = _logs(tasks, batches)
         from django.db import connection
 
         connection.close()
     return {
-        mode: {
-            "cpu_us_per_point": round(statistics.median(r[0] for r in runs), 2),
-            "ms_per_batch": round(statistics.median(r[1] for r in runs), 2),
-            "round_trips_per_batch": round(statistics.median(r[2] for r in runs), 2),
-        }
-        for mode, runs in found.items()
-        if runs
+        "logs": logs,
+        **{
+            mode: {
+                "cpu_us_per_point": round(statistics.median(r[0] for r in runs), 2),
+                "ms_per_batch": round(statistics.median(r[1] for r in runs), 2),
+                "round_trips_per_batch": round(statistics.median(r[2] for r in runs), 2),
+            }
+            for mode, runs in found.items()
+            if runs
+        },
+    }
+
+
+LOG_LINES = 100
+
+
+def _logs(tasks: list[dict[str, int]], batches: int) -> dict[str, float]:
+    """Store `batches` log batches; lines per second and bytes per stored line."""
+    from django.db import connection
+    from django.utils import timezone
+    from trainhub.jobs.models import Task
+    from trainhub.telemetry.models import LogChunk
+    from trainhub.telemetry.services import ingest_logs
+
+    found = Task.objects.in_bulk([t["id"] for t in tasks])
+    wall = time.perf_counter()
+    for i in range(batches):
+        task = found[tasks[i % len(tasks)]["id"]]
+        lines = [
+            f"epoch {i} step {i * LOG_LINES + k} loss {1.0 / (k + i + 1):.6f} lr 0.001 ok"
+            for k in range(LOG_LINES)
+        ]
+        ingest_logs(task=task, stream="stdout", lines=lines, now=timezone.now())
+    wall = time.perf_counter() - wall
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE " + LogChunk._meta.db_table)
+        cursor.execute("SELECT pg_total_relation_size(%s)", [LogChunk._meta.db_table])
+        size = cursor.fetchone()[0]
+    return {
+        "lines_per_s": round(batches * LOG_LINES / wall),
+        "bytes_per_line": round(size / (batches * LOG_LINES), 1),
     }
 
 

@@ -100,30 +100,52 @@ class MetricRollup(models.Model):
         return f"{self.job_id} {self.name} L{self.level}#{self.block}"
 
 
-class LogLine(models.Model):
-    """One output line of a task. A task's lines, in id order, are its stored stream:
-    the line starts at byte `offset` of it (each line is followed by a newline)."""
+class LogChunk(models.Model):
+    """Consecutive output lines of one task and stream, as one ingest stored them (a batch
+    over `logchunks.CHUNK_LINES` lines or `CHUNK_BYTES` bytes is split): `lines` joined with
+    newlines (a stored line holds none), which PostgreSQL compresses by itself (TOAST).
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_lines")
-    task = models.ForeignKey(Task, null=True, on_delete=models.SET_NULL, related_name="+")
+    A task's chunks, in id order, are its stored stream: the chunk's first line starts at
+    byte `offset` of it, and its last line's newline ends at `end_offset`. A line's id is
+    `logchunks.line_id(chunk id, index)`. Like `MetricChunk`, no database-level foreign
+    keys; deleting a job or task cascades (or sets null) in Django.
+    """
+
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.CASCADE,
+        related_name="log_chunks",
+        db_constraint=False,
+        db_index=False,
+    )
+    task = models.ForeignKey(
+        Task,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
     source = models.CharField(max_length=40, help_text="e.g. worker-0")
     stream = models.CharField(max_length=8)
-    offset = models.BigIntegerField(default=0, help_text="Byte offset in the task's stream.")
-    line = models.TextField()
+    offset = models.BigIntegerField(help_text="Byte offset of the first line in the task's stream.")
+    end_offset = models.BigIntegerField(help_text="Byte offset after the last line's newline.")
+    count = models.IntegerField(help_text="Lines in the chunk.")
     time = models.DateTimeField()
+    lines = models.TextField(help_text='The lines, joined with "\\n".')
 
     class Meta:
         indexes = [
-            models.Index(fields=["job", "id"]),
+            models.Index(fields=["job", "id"], name="telemetry_logchunk_job"),
             # `?source=worker-0` with `?tail=`: that task's last lines without a scan.
-            models.Index(fields=["job", "source", "id"], name="telemetry_log_job_source"),
-            # `?task=<id>` with `?tail=`, and the next offset of a task's stream at ingest.
-            models.Index(fields=["task", "id"], name="telemetry_log_task"),
+            models.Index(fields=["job", "source", "id"], name="telemetry_logchunk_source"),
+            # `?task=<id>` with `?tail=`, a task's stderr tail, and the next offset of a
+            # task's stream at ingest (its last chunk's `end_offset`).
+            models.Index(fields=["task", "id"], name="telemetry_logchunk_task"),
         ]
-        ordering = ["id"]
 
     def __str__(self) -> str:
-        return f"{self.job_id} [{self.source}] {self.line[:60]}"
+        return f"{self.job_id} [{self.source}] {self.count} lines at {self.offset}"
 
 
 class JobTelemetry(models.Model):

@@ -9,7 +9,8 @@ from typing import Any
 
 from trainhub.jobs.choices import TaskRole
 
-from .models import LogLine
+from .logchunks import iter_lines
+from .models import LogChunk
 
 RESULT_PREFIX = '{"result": '
 COORDINATOR_SOURCE = f"{TaskRole.COORDINATOR}-0"
@@ -32,15 +33,13 @@ def parse_result_line(line: str) -> Any:
 def coordinator_result(job_id: int) -> Any:
     """What the job's entrypoint returned, as its coordinator last printed it; None if it
     did not (yet). Callers ask only of ended jobs: the line comes just before the end."""
-    line = (
-        LogLine.objects.filter(
-            job_id=job_id, source=COORDINATOR_SOURCE, line__startswith=RESULT_PREFIX
-        )
-        .order_by("-id")
-        .values_list("line", flat=True)
-        .first()
+    chunks = LogChunk.objects.filter(
+        job_id=job_id, source=COORDINATOR_SOURCE, lines__contains=RESULT_PREFIX
     )
-    return None if line is None else parse_result_line(line)
+    for line in iter_lines(chunks, descending=True):
+        if line.line.startswith(RESULT_PREFIX):
+            return parse_result_line(line.line)
+    return None
 
 
 def result_in_lines(lines: Iterable[Mapping[str, Any]]) -> Any:

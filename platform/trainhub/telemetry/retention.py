@@ -1,7 +1,7 @@
 """Retention: deleting the raw telemetry of jobs that finished long ago.
 
 With `TELEMETRY_RETENTION_DAYS` set (0, the default, keeps everything), the raw metric
-points (their chunks) and log lines of jobs that finished longer ago than that are
+points and log lines (their chunks) of jobs that finished longer ago than that are
 deleted, a job at a time. Each metric's series summary and rollups are kept: its chart
 still draws, from blocks of 16 steps or more (`selectors.metric_buckets`), and its final
 values (`finals.py`) stay. The job's `JobTelemetry` row records when (`purged_at`), so
@@ -20,7 +20,7 @@ from django.db.models import Sum
 
 from trainhub.jobs.choices import JOB_TERMINAL
 
-from .models import JobTelemetry, LogLine, MetricChunk
+from .models import JobTelemetry, LogChunk, MetricChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,8 @@ def purge_expired(*, now: datetime, days: float | None = None) -> Purged:
             chunks = MetricChunk.objects.filter(job_id=job_id)
             points += chunks.aggregate(n=Sum("count"))["n"] or 0
             chunks.delete()
-            lines += LogLine.objects.filter(job_id=job_id).delete()[0]
+            logs = LogChunk.objects.filter(job_id=job_id)
+            lines += logs.aggregate(n=Sum("count"))["n"] or 0
+            logs.delete()
         jobs += 1
     return Purged(jobs=jobs, points=points, lines=lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,8 @@ from trainhub.jobs.models import Job
 
 from .chunks import from_micros, read_ranges, read_series
 from .codec import Columns
-from .models import JobTelemetry, LogLine, MetricRollup, MetricSeries
+from .logchunks import READ_CHUNKS, iter_lines
+from .models import JobTelemetry, LogChunk, MetricRollup, MetricSeries
 from .rollups import BITS, Plan, Row, Summary, buckets, plan, raw_plan
 
 
@@ -242,59 +244,51 @@ def log_lines(
 ) -> list[dict[str, Any]]:
     """Lines of the job after line `after_id`, in id order: the first `limit`, or with
     `tail` the last `tail`; only those of `source` (e.g. "worker-0") or of task `task_id`
-    and containing `search` (any case) when given."""
-    rows = LogLine.objects.filter(job=job, id__gt=after_id)
+    and containing `search` (any case) when given. Reads the chunks a bounded number at
+    a time (a search only those whose text contains it) until it has enough lines."""
+    chunks = LogChunk.objects.filter(job=job)
     if source:
-        rows = rows.filter(source=source)
+        chunks = chunks.filter(source=source)
     if task_id is not None:
-        rows = rows.filter(task_id=task_id)
+        chunks = chunks.filter(task_id=task_id)
     if search:
-        rows = rows.filter(line__icontains=search)
+        chunks = chunks.filter(lines__icontains=search)
+    found = iter_lines(chunks, after_id=after_id, descending=tail is not None)
+    if search:
+        needle = search.lower()
+        found = (line for line in found if needle in line.line.lower())
+    picked = list(islice(found, limit if tail is None else tail))
     if tail is not None:
-        picked = list(rows.order_by("-id")[:tail])[::-1]
-    else:
-        picked = list(rows.order_by("id")[:limit])
-    return [
-        {
-            "id": r.id,
-            "task": r.task_id,
-            "source": r.source,
-            "stream": r.stream,
-            "offset": r.offset,
-            "line": r.line,
-            "time": r.time.isoformat(),
-        }
-        for r in picked
-    ]
+        picked.reverse()
+    return [line.as_dict() for line in picked]
 
 
-LOG_CHUNK_LINES = 5000
-
-
-def _log_chunk(job_id: int, task_id: int | None, after_id: int) -> tuple[bytes, int]:
-    """Up to LOG_CHUNK_LINES lines after `after_id` as text, and the last id read
-    (`after_id` when none): of the whole job as `[source] line`, of one task as stored."""
-    rows = LogLine.objects.filter(job_id=job_id, id__gt=after_id)
+def _log_chunk(job_id: int, task_id: int | None, after: int) -> tuple[bytes, int]:
+    """The text of up to READ_CHUNKS chunks after chunk `after`, and the last chunk id
+    read (`after` when none): of the whole job as `[source] line`, of one task as stored."""
+    chunks = LogChunk.objects.filter(job_id=job_id, id__gt=after)
     if task_id is not None:
-        rows = rows.filter(task_id=task_id)
-    picked = list(rows.order_by("id").values_list("id", "source", "line")[:LOG_CHUNK_LINES])
+        chunks = chunks.filter(task_id=task_id)
+    picked = list(chunks.order_by("id").values_list("id", "source", "lines")[:READ_CHUNKS])
     if task_id is None:
-        text = "".join(f"[{source}] {line}\n" for _, source, line in picked)
+        text = "".join(
+            f"[{source}] {line}\n" for _, source, lines in picked for line in lines.split("\n")
+        )
     else:
-        text = "".join(f"{line}\n" for _, _, line in picked)
-    return text.encode(), picked[-1][0] if picked else after_id
+        text = "".join(f"{lines}\n" for _, _, lines in picked)
+    return text.encode(), picked[-1][0] if picked else after
 
 
 def log_text(job_id: int, task_id: int | None = None) -> Iterator[bytes]:
     """The job's whole log as `[source] line` text, or with `task_id` that task's stream
     byte for byte as stored (its line at `offset` starts at that byte), read in id order
-    a chunk at a time."""
+    a few chunks at a time."""
     after = 0
     while True:
-        chunk, last = _log_chunk(job_id, task_id, after)
+        text, last = _log_chunk(job_id, task_id, after)
         if last == after:
             return
-        yield chunk
+        yield text
         after = last
 
 
@@ -302,10 +296,10 @@ async def alog_text(job_id: int, task_id: int | None = None) -> AsyncIterator[by
     """`log_text` for an ASGI server, which would otherwise read a sync iterator whole."""
     after = 0
     while True:
-        chunk, last = await sync_to_async(_log_chunk)(job_id, task_id, after)
+        text, last = await sync_to_async(_log_chunk)(job_id, task_id, after)
         if last == after:
             return
-        yield chunk
+        yield text
         after = last
 
 
@@ -313,8 +307,8 @@ def stderr_tail(task_id: int, *, since: datetime | None, limit: int) -> list[str
     """The last `limit` stderr lines of a task stored since `since` (its attempt's start),
     oldest first: what the failure causes (`jobs.causes`) read a traceback from. Uses
     the (task, id) index; an earlier attempt's traceback is not read back."""
-    rows = LogLine.objects.filter(task_id=task_id, stream="stderr")
+    chunks = LogChunk.objects.filter(task_id=task_id, stream="stderr")
     if since is not None:
-        rows = rows.filter(time__gte=since)
-    lines = list(rows.order_by("-id").values_list("line", flat=True)[:limit])
+        chunks = chunks.filter(time__gte=since)
+    lines = [line.line for line in islice(iter_lines(chunks, descending=True), limit)]
     return lines[::-1]

@@ -4,7 +4,8 @@ Metric points arrive as columns per series (`codec.Columns`) and are stored as c
 (`chunks.py`), folded into the series and rollups with array operations
 (`storing.py`). Each batch is charged to the job's budgets (`budgets.py`): what lies
 beyond is counted, not stored.
-Log text is cleaned (`text.py`) and each line gets its byte offset in its task's stream.
+Log text is cleaned (`text.py`) and stored as chunks (`logchunks.py`), each line at its
+byte offset in its task's stream.
 Each stored batch is published (`MetricPointsIngested`, `LogLinesIngested`); the browser
 feed (`live.on_event`) pushes it to the job's watchers.
 """
@@ -27,7 +28,7 @@ from trainhub.opmetrics import INGESTED, OVER_BUDGET
 from .budgets import charge_log, charge_points, locked_usage
 from .chunks import columns_of, from_micros
 from .codec import Columns
-from .models import LogLine
+from .logchunks import split_lines, store_lines
 from .progress import note_steps
 from .storing import store_rollups, store_series, write_points
 from .text import clean_text, storable
@@ -190,55 +191,32 @@ def live_buckets(series: Mapping[str, Columns]) -> list[dict[str, Any]]:
 def ingest_logs(
     *, task: Task, stream: str, lines: list[Any], now: datetime
 ) -> list[dict[str, Any]]:
-    """Store a chunk of output lines of `task` and publish them; returns those stored.
+    """Store a batch of output lines of `task` as chunks (`logchunks.py`) and publish
+    them; returns those stored, with their ids.
 
-    Lines are cleaned (NUL and invalid UTF-8 replaced) and cut to MAX_LINE_CHARS; each
-    starts at `offset`, the bytes of the task's lines stored before it (with a newline
-    after each). Lines beyond the job's log budget are counted, not stored."""
+    Lines are cleaned (NUL and invalid UTF-8 replaced); a line holding newlines is the
+    lines it holds; each is cut to MAX_LINE_CHARS and starts at `offset`, the bytes of the
+    task's lines stored before it (with a newline after each). Lines beyond the job's log
+    budget are counted, not stored."""
     source = f"{task.role}-{task.index}"
-    texts = [clean_text(line)[:MAX_LINE_CHARS] for line in lines]
+    texts = [text[:MAX_LINE_CHARS] for text in split_lines(clean_text(x) for x in lines)]
     if not texts:
         return []
     sizes = [len(text.encode()) + 1 for text in texts]
     with transaction.atomic(savepoint=False):
         kept = charge_log(locked_usage(task.job_id), sizes)
-        offset = _next_offset(task)
-        rows = []
-        for text, size in zip(texts[:kept], sizes, strict=False):
-            rows.append(
-                LogLine(
-                    job_id=task.job_id,
-                    task=task,
-                    source=source,
-                    stream=stream[:8],
-                    offset=offset,
-                    line=text,
-                    time=now,
-                )
-            )
-            offset += size
-        LogLine.objects.bulk_create(rows)  # sets the ids (PostgreSQL and SQLite RETURNING)
+        rows = store_lines(
+            job_id=task.job_id,
+            task_id=task.pk,
+            source=source,
+            stream=stream,
+            texts=texts[:kept],
+            time=now,
+        )
     INGESTED.labels("log_lines").inc(len(rows))
     OVER_BUDGET.labels("log_lines").inc(len(texts) - kept)
     # The ids let a browser line live lines up with `GET …/logs/?after=<id>` history.
-    stored = [
-        {
-            "id": r.pk,
-            "task": task.pk,
-            "source": source,
-            "stream": r.stream,
-            "offset": r.offset,
-            "line": r.line,
-            "time": now.isoformat(),
-        }
-        for r in rows
-    ]
+    stored = [row.as_dict() for row in rows]
     if stored:
         publish(LogLinesIngested(job_id=task.job_id, lines=tuple(stored)))
     return stored
-
-
-def _next_offset(task: Task) -> int:
-    """Where the task's next line starts: the end of its last stored line (0 if none)."""
-    last = LogLine.objects.filter(task=task).order_by("-id").values_list("offset", "line").first()
-    return 0 if last is None else last[0] + len(last[1].encode()) + 1

@@ -18,7 +18,8 @@ from trainhub.jobs.choices import JobState, TaskState
 from trainhub.jobs.models import Job, Task
 from trainhub.scheduling.services import run_cycle
 from trainhub.telemetry.chunks import stored_points
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import stored_lines
+from trainhub.telemetry.models import LogChunk
 from trainhub.tenancy.choices import Role
 
 from ..agent_sim import agent_tasks
@@ -112,7 +113,7 @@ def test_each_bad_item_is_refused_alone_and_its_neighbours_are_stored() -> None:
 
     _run(scenario)
     assert [s for _, _, _, s, _, _ in stored_points([job.pk])] == [1, 5, 6]
-    assert list(LogLine.objects.filter(job=job).values_list("line", flat=True)) == [
+    assert [x.line for x in stored_lines(LogChunk.objects.filter(job=job))] == [
         "before",
         "nul\ufffdinside",
         "after",
@@ -261,7 +262,7 @@ def test_a_job_seen_succeeded_has_the_output_sent_before_its_status() -> None:
     def seen() -> tuple[str, bool, int]:
         return (
             Task.objects.get(pk=coordinator["id"]).state,
-            LogLine.objects.filter(job=job, line=result).exists(),
+            any(x.line == result for x in stored_lines(LogChunk.objects.filter(job=job))),
             len(stored_points([job.pk])),
         )
 

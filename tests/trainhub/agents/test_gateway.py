@@ -15,7 +15,8 @@ from trainhub.agents.services import ProtocolError, handle_message
 from trainhub.events import JobScaled, NodeTasksChanged
 from trainhub.jobs.choices import TaskState
 from trainhub.scheduling.services import run_cycle
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import stored_lines
+from trainhub.telemetry.models import LogChunk
 from trainhub.tenancy.choices import Role
 
 from ps_runtime.taskenv import Role as TaskRole
@@ -96,9 +97,9 @@ def test_reports_about_another_nodes_task_are_ignored(placed: dict[str, Any]) ->
     worker = placed["tasks"]["worker"]
     logs = {"type": "logs", "id": worker["id"], "attempt": 1, "stream": "stdout", "lines": ["x"]}
     handle_message(node_id=other.pk, message=logs, now=timezone.now())
-    assert not LogLine.objects.exists()
+    assert not LogChunk.objects.exists()
     handle_message(node_id=placed["node"].pk, message=logs, now=timezone.now())
-    assert list(LogLine.objects.values_list("stream", "line")) == [("stdout", "x")]
+    assert [(x.stream, x.line) for x in stored_lines()] == [("stdout", "x")]
 
 
 def test_node_tasks_changed_reaches_each_nodes_group() -> None:

@@ -15,7 +15,8 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry import selectors
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import Line, stored_lines
+from trainhub.telemetry.models import LogChunk
 from trainhub.telemetry.retention import purge_expired
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
@@ -210,12 +211,12 @@ def test_a_job_without_points_or_with_purged_points_has_no_clock(job: Job) -> No
     assert body["clock"] == [] and body["purged_at"] is not None
 
 
-def _lines(job: Job, count: int) -> list[LogLine]:
+def _lines(job: Job, count: int) -> list[Line]:
     worker, ps = _task(job), _task(job, "ps", 0)
     for start in range(0, count, 2):
         ingest_logs(task=worker, stream="stdout", lines=[f"step {start} Loss ok"], now=NOW)
         ingest_logs(task=ps, stream="stderr", lines=[f"ps line {start + 1}"], now=NOW)
-    return list(LogLine.objects.filter(job=job).order_by("id"))
+    return stored_lines(LogChunk.objects.filter(job=job))
 
 
 def test_logs_tail_search_source_and_after(job: Job, django_assert_num_queries: Any) -> None:
@@ -224,14 +225,14 @@ def test_logs_tail_search_source_and_after(job: Job, django_assert_num_queries: 
     url = f"/api/v1/jobs/{job.pk}/logs/"
     with django_assert_num_queries(2):  # the job, the lines
         tail = _get(client, url, {"tail": 5}).json()["lines"]
-    assert [x["id"] for x in tail] == [r.pk for r in stored[-5:]]
+    assert [x["id"] for x in tail] == [r.id for r in stored[-5:]]
     assert set(tail[0]) == {"id", "task", "source", "stream", "offset", "line", "time"}
     found = _get(client, url, {"tail": 3, "q": "LOSS"}).json()["lines"]
     assert [x["line"] for x in found] == ["step 34 Loss ok", "step 36 Loss ok", "step 38 Loss ok"]
     ps = _get(client, url, {"tail": 2, "source": "ps-0"}).json()["lines"]
     assert [x["line"] for x in ps] == ["ps line 37", "ps line 39"]
-    after = _get(client, url, {"after": stored[-4].pk, "source": "worker-0"}).json()["lines"]
-    assert [x["id"] for x in after] == [stored[-2].pk]
+    after = _get(client, url, {"after": stored[-4].id, "source": "worker-0"}).json()["lines"]
+    assert [x["id"] for x in after] == [stored[-2].id]
     assert _get(client, url, {"q": "100%_"}).json()["lines"] == []
     assert len(client.get(url).json()["lines"]) == 40
     ps_task = _task(job, "ps", 0)
@@ -267,7 +268,7 @@ def test_download_streams_the_whole_log_in_chunks(
     job: Job, monkeypatch: pytest.MonkeyPatch, django_assert_num_queries: Any
 ) -> None:
     stored = _lines(job, 25)
-    monkeypatch.setattr(selectors, "LOG_CHUNK_LINES", 10)
+    monkeypatch.setattr(selectors, "READ_CHUNKS", 10)  # a line per chunk here
     response = _as("alice").get(f"/api/v1/jobs/{job.pk}/logs/download/")
     assert response.status_code == 200 and response.streaming
     assert response["Content-Type"] == "text/plain; charset=utf-8"
@@ -284,7 +285,7 @@ def test_download_of_one_task_is_its_stream_and_gzip_is_one_stream(job: Job) -> 
     url = f"/api/v1/jobs/{job.pk}/logs/download/"
     plain = b"".join(cast(Any, client.get(url, {"task": ps.pk})).streaming_content)
     assert plain == "".join(f"ps line {i}\n" for i in range(1, 30, 2)).encode()
-    for row in LogLine.objects.filter(task=ps):
+    for row in stored_lines(LogChunk.objects.filter(task=ps)):
         assert plain[row.offset : row.offset + len(row.line) + 1] == f"{row.line}\n".encode()
     whole = b"".join(cast(Any, client.get(url)).streaming_content)
     packed = client.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate")

@@ -16,7 +16,7 @@ from django.test import override_settings
 from django.utils import timezone
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import store_lines
 from trainhub.telemetry.results import COORDINATOR_SOURCE, RESULT_PREFIX
 from trainhub.telemetry.services import write_points
 from trainhub.tenancy.choices import Role
@@ -79,12 +79,13 @@ def succeeded(job: Job, trained: Trained | None) -> Job:
         shutil.copytree(trained.checkpoints, job.checkpoint_dir)
         history = trained.result["test_rmse_history"]
         write_points(job.pk, [("test_rmse", epoch, v) for epoch, v in enumerate(history, start=1)])
-        LogLine.objects.create(
-            job=job,
+        store_lines(
+            job_id=job.pk,
+            task_id=None,
             source=COORDINATOR_SOURCE,
             stream="stdout",
             time=timezone.now(),
-            line=RESULT_PREFIX + f'{{"test_rmse": {trained.result["test_rmse"]!r}}}}}',
+            texts=[RESULT_PREFIX + f'{{"test_rmse": {trained.result["test_rmse"]!r}}}}}'],
         )
     return job
 

@@ -18,7 +18,8 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry.chunks import stored_points
-from trainhub.telemetry.models import JobTelemetry, LogLine, MetricSeries
+from trainhub.telemetry.logchunks import stored_lines
+from trainhub.telemetry.models import JobTelemetry, LogChunk, MetricSeries
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
@@ -94,7 +95,7 @@ def test_log_lines_beyond_the_budget_are_dropped_and_counted_cut_at_one_place(
     assert [line["line"] for line in stored] == ["first", "héllo"]
     # A short line after the cut is dropped too: the stored log has no holes.
     assert ingest_logs(task=task, stream="stderr", lines=["ok"], now=NOW) == []
-    assert list(LogLine.objects.order_by("id").values_list("line", flat=True)) == [
+    assert [x.line for x in stored_lines()] == [
         "first",
         "héllo",
     ]
@@ -135,11 +136,9 @@ def test_concurrent_batches_of_one_job_store_exactly_the_budget() -> None:
     usage = JobTelemetry.objects.get(pk=job.pk)
     assert len(stored_points([job.pk])) == usage.points == 1000
     assert usage.points_dropped == 4 * 10 * 40 - 1000
-    assert LogLine.objects.filter(job=job).count() == 60  # 6000 bytes of 100-byte lines
+    assert len(stored_lines(LogChunk.objects.filter(job=job))) == 60  # 100-byte lines
     assert (usage.log_bytes, usage.log_lines_dropped) == (6000, 4 * 10 * 5 - 60)
     # Each task's offsets follow its own stored lines.
     for t in tasks:
-        offsets = list(
-            LogLine.objects.filter(task=t).order_by("id").values_list("offset", flat=True)
-        )
+        offsets = [x.offset for x in stored_lines(LogChunk.objects.filter(task=t))]
         assert offsets == [100 * i for i in range(len(offsets))]

@@ -17,7 +17,7 @@ from trainhub.jobs.choices import TaskRole
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry import live
 from trainhub.telemetry.consumers import JobStreamConsumer
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import store_lines
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
 
@@ -256,8 +256,13 @@ def test_a_browser_that_connects_gets_the_job_as_stored_and_its_result(
     """What changed between the page's render and its socket, or while a page was away."""
     alice, job = watched
     Job.objects.filter(pk=job.pk).update(**ROW)
-    LogLine.objects.create(
-        job=job, source="coordinator-0", stream="stdout", line='{"result": 0.5}', time=STARTED
+    store_lines(
+        job_id=job.pk,
+        task_id=None,
+        source="coordinator-0",
+        stream="stdout",
+        texts=['{"result": 0.5}'],
+        time=STARTED,
     )
 
     async def run() -> None:

@@ -7,7 +7,7 @@ hold (NUL, lone surrogates from invalid UTF-8) is replaced with U+FFFD, never fa
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,9 +15,12 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trainhub.jobs.models import Job, Task
+from trainhub.telemetry import logchunks
 from trainhub.telemetry.chunks import stored_points
-from trainhub.telemetry.models import LogLine
-from trainhub.telemetry.selectors import log_lines, log_text
+from trainhub.telemetry.logchunks import CHUNK_LINES, LINE_ID_SHIFT, split_lines, stored_lines
+from trainhub.telemetry.models import LogChunk
+from trainhub.telemetry.results import coordinator_result
+from trainhub.telemetry.selectors import log_lines, log_text, stderr_tail
 from trainhub.telemetry.services import MAX_LINE_CHARS, ingest_logs, ingest_metrics
 from trainhub.telemetry.text import clean_text
 from trainhub.tenancy.choices import Role
@@ -48,7 +51,7 @@ def _task(job: Job, role: str = "worker", index: int = 0) -> Task:
 
 
 def _stored(task: Task) -> list[tuple[int, str]]:
-    return list(LogLine.objects.filter(task=task).order_by("id").values_list("offset", "line"))
+    return [(x.offset, x.line) for x in stored_lines(LogChunk.objects.filter(task=task))]
 
 
 def test_offsets_count_utf8_bytes_per_task_across_streams_and_chunks(job: Job) -> None:
@@ -127,7 +130,7 @@ def test_any_lines_are_stored_and_the_task_stream_matches_their_offsets(
             for to_ps, lines in chunks:
                 ingest_logs(task=ps if to_ps else worker, stream="stdout", lines=lines, now=NOW)
             for task, to_ps in ((worker, False), (ps, True)):
-                sent = [clean_text(x) for c in chunks if c[0] == to_ps for x in c[1]]
+                sent = split_lines(clean_text(x) for c in chunks if c[0] == to_ps for x in c[1])
                 stored = _stored(task)
                 assert [line for _, line in stored] == sent
                 stream = b"".join(log_text(job.pk, task.pk))
@@ -139,3 +142,90 @@ def test_any_lines_are_stored_and_the_task_stream_matches_their_offsets(
             raise Rollback
     except Rollback:
         pass
+
+
+def test_a_line_id_is_its_chunk_id_shifted_and_its_index_and_pages_within_chunks(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids grow with the lines; `after` any id, `tail` any count and a search give the
+    same lines across chunks, read a few chunks at a time."""
+    monkeypatch.setattr(logchunks, "READ_CHUNKS", 2)
+    worker, ps = _task(job), _task(job, "ps", 0)
+    sent = []
+    for batch in range(5):
+        task = ps if batch % 2 else worker
+        lines = [f"{task.role} {batch}.{i} {'ERROR' if i == 1 else 'ok'}" for i in range(3)]
+        ingest_logs(task=task, stream="stdout", lines=lines, now=NOW)
+        sent += [(task.role, line) for line in lines]
+    chunks = list(LogChunk.objects.order_by("id").values_list("id", "count"))
+    assert [count for _, count in chunks] == [3] * 5
+    everything = log_lines(job)
+    assert [x["id"] for x in everything] == [
+        (chunk << LINE_ID_SHIFT) + i for chunk, count in chunks for i in range(count)
+    ]
+    assert [x["line"] for x in everything] == [line for _, line in sent]
+    for k, line in enumerate(everything):
+        assert log_lines(job, after_id=line["id"]) == everything[k + 1 :]
+        assert log_lines(job, after_id=line["id"], limit=4) == everything[k + 1 : k + 5]
+        assert log_lines(job, tail=k + 1) == everything[-(k + 1) :]
+    errors = [x for x in everything if "ERROR" in x["line"]]
+    assert log_lines(job, search="error") == errors
+    assert log_lines(job, search="error", tail=2) == errors[-2:]
+    assert log_lines(job, search="error", after_id=errors[0]["id"]) == errors[1:]
+    assert (
+        log_lines(job, source="ps-0", tail=4) == [x for x in everything if "ps" in x["line"]][-4:]
+    )
+    download = b"".join(log_text(job.pk)).decode()
+    assert download == "".join(f"[{role}-0] {line}\n" for role, line in sent)
+
+
+def test_a_batch_over_a_chunk_is_split_and_the_next_offset_is_the_last_chunks_end(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = _task(job)
+    ingest_logs(task=task, stream="stdout", lines=["é"] * (CHUNK_LINES + 1), now=NOW)
+    monkeypatch.setattr(logchunks, "CHUNK_BYTES", 11)
+    ingest_logs(task=task, stream="stderr", lines=["12345", "6789", "x", "y" * 20], now=NOW)
+    chunks = list(
+        LogChunk.objects.order_by("id").values_list("offset", "end_offset", "count", "lines")
+    )
+    first_end = 3 * CHUNK_LINES
+    assert chunks == [
+        (0, first_end, CHUNK_LINES, "\n".join(["é"] * CHUNK_LINES)),
+        (first_end, first_end + 3, 1, "é"),
+        (first_end + 3, first_end + 14, 2, "12345\n6789"),  # a third line: over 11 bytes
+        (first_end + 14, first_end + 16, 1, "x"),
+        (first_end + 16, first_end + 37, 1, "y" * 20),  # one line over it: a chunk alone
+    ]
+    stream = b"".join(log_text(job.pk, task.pk))
+    assert stream == ("é\n" * (CHUNK_LINES + 1) + "12345\n6789\nx\n" + "y" * 20 + "\n").encode()
+    assert _stored(task)[-4:] == [
+        (first_end + 3, "12345"),
+        (first_end + 9, "6789"),
+        (first_end + 14, "x"),
+        (first_end + 16, "y" * 20),
+    ]
+
+
+def test_the_stderr_tail_and_the_result_are_read_back_across_and_within_chunks(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logchunks, "READ_CHUNKS", 1)
+    coordinator = _task(job, "coordinator", 0)
+    ingest_logs(task=coordinator, stream="stderr", lines=["old 1", "old 2"], now=NOW)
+    later = NOW + timedelta(minutes=1)
+    ingest_logs(task=coordinator, stream="stderr", lines=["Traceback", "  at x"], now=later)
+    ingest_logs(task=coordinator, stream="stdout", lines=["between"], now=later)
+    ingest_logs(task=coordinator, stream="stderr", lines=["Error: y", "done"], now=later)
+    assert stderr_tail(coordinator.pk, since=None, limit=3) == ["  at x", "Error: y", "done"]
+    assert stderr_tail(coordinator.pk, since=later, limit=9) == [
+        "Traceback",
+        "  at x",
+        "Error: y",
+        "done",
+    ]
+    assert coordinator_result(job.pk) is None
+    results = ['{"result": 1}', "printed after", '{"result": 2}', "the end"]
+    ingest_logs(task=coordinator, stream="stdout", lines=results, now=later)
+    ingest_logs(task=coordinator, stream="stdout", lines=["no result here"], now=later)
+    assert coordinator_result(job.pk) == 2

@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 from trainhub.jobs.choices import JobState
 from trainhub.jobs.models import Job, Task
 from trainhub.telemetry.chunks import stored_points
-from trainhub.telemetry.models import JobTelemetry, LogLine, MetricRollup
+from trainhub.telemetry.logchunks import stored_lines
+from trainhub.telemetry.models import JobTelemetry, LogChunk, MetricRollup
 from trainhub.telemetry.retention import Purged, purge_expired
 from trainhub.telemetry.selectors import metric_buckets
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
@@ -47,7 +48,7 @@ def _job(state: str, finished_days_ago: float | None, points: int = 1000) -> Job
 
 
 def _raw(job: Job) -> tuple[int, int]:
-    return len(stored_points([job.pk])), LogLine.objects.filter(job=job).count()
+    return len(stored_points([job.pk])), len(stored_lines(LogChunk.objects.filter(job=job)))
 
 
 def test_only_jobs_finished_before_the_retention_lose_their_raw_telemetry() -> None:

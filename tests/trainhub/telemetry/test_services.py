@@ -15,7 +15,8 @@ from django.utils import timezone
 from trainhub.jobs.models import Job, Task
 from trainhub.scheduling.services import run_cycle
 from trainhub.telemetry.chunks import stored_points
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import stored_lines
+from trainhub.telemetry.models import LogChunk
 from trainhub.telemetry.selectors import log_lines, metric_series
 from trainhub.telemetry.services import MAX_LINE_CHARS, ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
@@ -102,18 +103,18 @@ def test_a_time_without_a_zone_or_not_a_time_reads_as_now(worker: Task) -> None:
 
 def test_log_lines_are_stored_with_their_source_and_stream(worker: Task) -> None:
     ingest_logs(task=worker, stream="stderr", lines=["epoch 1", "epoch 2", 42], now=NOW)
-    rows = list(LogLine.objects.order_by("id").values_list("source", "stream", "line", "time"))
+    rows = [(x.source, x.stream, x.line, x.time) for x in stored_lines()]
     assert rows == [
         ("worker-0", "stderr", "epoch 1", NOW),
         ("worker-0", "stderr", "epoch 2", NOW),
         ("worker-0", "stderr", "42", NOW),
     ]
-    assert set(LogLine.objects.values_list("job_id", "task_id")) == {(worker.job_id, worker.pk)}
+    assert set(LogChunk.objects.values_list("job_id", "task_id")) == {(worker.job_id, worker.pk)}
 
 
 def test_an_over_long_line_and_stream_name_are_cut(worker: Task) -> None:
     ingest_logs(task=worker, stream="stdout-and-more", lines=["y" * (MAX_LINE_CHARS + 50)], now=NOW)
-    row = LogLine.objects.get()
+    [row] = stored_lines()
     assert row.line == "y" * MAX_LINE_CHARS
     assert row.stream == "stdout-a"
 
@@ -121,7 +122,7 @@ def test_an_over_long_line_and_stream_name_are_cut(worker: Task) -> None:
 def test_no_lines_store_nothing(worker: Task) -> None:
     ingest_logs(task=worker, stream="stdout", lines=[], now=NOW)
     ingest_metrics(task=worker, points=[], now=NOW)
-    assert not LogLine.objects.exists() and not stored_points()
+    assert not LogChunk.objects.exists() and not stored_points()
 
 
 def test_metric_series_groups_by_name_in_step_order(worker: Task) -> None:

@@ -20,7 +20,7 @@ from trainhub.jobs.choices import JobState, TaskState
 from trainhub.jobs.models import Job
 from trainhub.jobs.services import record_task_status
 from trainhub.nodes.models import Node
-from trainhub.telemetry.models import LogLine
+from trainhub.telemetry.logchunks import store_lines
 from trainhub.telemetry.retention import purge_expired
 from trainhub.telemetry.services import ingest_logs, ingest_metrics
 from trainhub.tenancy.choices import Role
@@ -137,12 +137,12 @@ def test_a_finished_job_offers_only_clone_and_shows_the_coordinators_result(
     job = running_job(world.job, world.node)
     coordinator = job.tasks.get(role="coordinator")
     result = {"test_rmse": 0.9123456789, "epochs": 3, "history": [1.0, 0.95]}
-    LogLine.objects.create(
-        job=job,
-        task=coordinator,
+    store_lines(
+        job_id=job.pk,
+        task_id=coordinator.pk,
         source="coordinator-0",
         stream="stdout",
-        line=json.dumps({"result": result}),
+        texts=[json.dumps({"result": result})],
         time=timezone.now(),
     )
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now())

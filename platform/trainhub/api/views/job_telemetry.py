@@ -217,7 +217,10 @@ MetricsResponse = inline_serializer(
 LogLineSchema = inline_serializer(
     "LogLine",
     {
-        "id": serializers.IntegerField(help_text="The line's cursor, for `after`."),
+        "id": serializers.IntegerField(
+            help_text="The line's cursor, for `after`: grows with the lines (its chunk's id "
+            "* 2**16 + its index in the chunk)."
+        ),
         "task": serializers.IntegerField(allow_null=True),
         "source": serializers.CharField(),
         "stream": serializers.CharField(),
