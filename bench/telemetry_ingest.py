@@ -17,8 +17,9 @@ storing, not the socket's JSON), the wall time per batch (ms), and the round tri
 PostgreSQL per batch: statements Django sends (savepoints included) plus each
 transaction's BEGIN and COMMIT. Then `logs`: `--batches` log batches of `LOG_LINES`
 training-like lines each, round-robin over the tasks, stored by `telemetry.services.
-ingest_logs` (one chunk each): lines stored per second and PostgreSQL bytes per stored
-line (the log table, its TOAST and its indexes).
+ingest_logs` (one chunk each), `--group` to a transaction as the data lane commits
+them: lines stored per second and PostgreSQL bytes per stored line (the log table, its
+TOAST and its indexes).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def run(senders: int, batches: int, group: int, rounds: int) -> dict[str, Any]:
             found[mode].append(
                 (cpu / (batches * BATCH_POINTS) * 1e6, wall / batches * 1e3, trips.count / batches)
             )
-        logs = _logs(tasks, batches)
+        logs = _logs(tasks, batches, group)
         from django.db import connection
 
         connection.close()
@@ -148,9 +149,10 @@ def run(senders: int, batches: int, group: int, rounds: int) -> dict[str, Any]:
 LOG_LINES = 100
 
 
-def _logs(tasks: list[dict[str, int]], batches: int) -> dict[str, float]:
-    """Store `batches` log batches; lines per second and bytes per stored line."""
-    from django.db import connection
+def _logs(tasks: list[dict[str, int]], batches: int, group: int) -> dict[str, float]:
+    """Store `batches` log batches, `group` to a transaction (the data lane's group
+    commit); lines per second and bytes per stored line."""
+    from django.db import connection, transaction
     from django.utils import timezone
     from trainhub.jobs.models import Task
     from trainhub.telemetry.models import LogChunk
@@ -158,13 +160,15 @@ def _logs(tasks: list[dict[str, int]], batches: int) -> dict[str, float]:
 
     found = Task.objects.in_bulk([t["id"] for t in tasks])
     wall = time.perf_counter()
-    for i in range(batches):
-        task = found[tasks[i % len(tasks)]["id"]]
-        lines = [
-            f"epoch {i} step {i * LOG_LINES + k} loss {1.0 / (k + i + 1):.6f} lr 0.001 ok"
-            for k in range(LOG_LINES)
-        ]
-        ingest_logs(task=task, stream="stdout", lines=lines, now=timezone.now())
+    for start in range(0, batches, group):
+        with transaction.atomic():
+            for i in range(start, min(batches, start + group)):
+                task = found[tasks[i % len(tasks)]["id"]]
+                lines = [
+                    f"epoch {i} step {i * LOG_LINES + k} loss {1.0 / (k + i + 1):.6f} lr 0.001"
+                    for k in range(LOG_LINES)
+                ]
+                ingest_logs(task=task, stream="stdout", lines=lines, now=timezone.now())
     wall = time.perf_counter() - wall
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE " + LogChunk._meta.db_table)
