@@ -6,7 +6,8 @@ node some unit frees could then take one of its tasks (`Capacity.could_take`: ro
 no other team's tasks there unless the node isolates them). The units an attempt may
 take are whole jobs preempted (borrowers, for reclaim; CPU jobs on GPU nodes, for a GPU
 job), the workers an elastic job may shed (those above its minimum, highest index
-first) and the servers that may move away, of the teams that may give way
+first) and the servers that may move away (of borrowers, for reclaim: counted with
+them), of the teams that may give way
 (`reclaim._teams`; they only get fewer as units are taken). So during the attempt a
 node's free capacity never exceeds what is free at its start plus what those units hold
 there, and another team's hold on it ends only if those units are all of it. When no
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import EPSILON, PS, WORKER, Resources, Task
+from .model import EPSILON, WORKER, Resources, Task
 from .state import CycleState, RunningJob
 
 
@@ -53,7 +54,6 @@ def build_reach(
     borrowers: Iterable[RunningJob],
     cpu_on_gpu: Iterable[RunningJob],
     elastic: Iterable[RunningJob],
-    movable: Iterable[RunningJob],
 ) -> Reach:
     """What each kind of victim could free, per team and node (`reclaim._Victims`)."""
     reach = Reach(np.asarray(st.cap.ready, dtype=bool))
@@ -65,8 +65,6 @@ def build_reach(
         workers = sorted((t for t in rj.tasks if t.role == WORKER), key=lambda t: t.index)
         shed = max(0, rj.workers - rj.job.workers_min)
         reach.add("elastic", rj, workers[len(workers) - shed :] if shed else (), st)
-    for rj in movable:
-        reach.add("movable", rj, (t for t in rj.tasks if t.role == PS), st)
     return reach
 
 

@@ -91,8 +91,7 @@ class _Victims:
                 st,
                 borrowers=self.borrowers,
                 cpu_on_gpu=self.cpu_on_gpu,
-                elastic=self.elastic,
-                movable=self.movable,
+                elastic=self.elastic,  # `movable` are borrowers: their servers counted there
             )
         return self.reach
 
@@ -396,7 +395,7 @@ def _could_ever_host(st: CycleState, job: Job, reclaim: bool, shapes: list[Resou
     if job.worker.gpu > 0:
         kinds.append("cpu_on_gpu")
     if reclaim:
-        kinds += ["borrowers", "movable"]
+        kinds.append("borrowers")
     reach = _victims(st).bound(st)
     return could_ever_host(st, reach, job.team, _teams(st, job, reclaim), kinds, shapes)
 
