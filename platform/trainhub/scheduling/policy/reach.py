@@ -55,7 +55,7 @@ def build_reach(
     cpu_on_gpu: Iterable[RunningJob],
     elastic: Iterable[RunningJob],
 ) -> Reach:
-    """What each kind of victim could free, per team and node (`reclaim._Victims`)."""
+    """What each kind of victim could free, per team and node (`victims.Victims`)."""
     reach = Reach(np.asarray(st.cap.ready, dtype=bool))
     for rj in borrowers:
         reach.add("borrowers", rj, rj.tasks, st)

@@ -38,7 +38,7 @@ from itertools import islice
 from .model import Job, Resources
 from .placement import Placed, TaskSpec
 from .quota import Admission
-from .reach import Reach, build_reach, could_ever_host
+from .reach import could_ever_host
 from .state import CycleState, RunningJob, may_borrow_for
 from .units import (
     Unit,
@@ -49,90 +49,12 @@ from .units import (
     take_unit,
     worker_unit,
 )
+from .victims import eligible, fair_key_after, teams_giving_way, victims_of
 
 MAX_VICTIM_UNITS = 256  # bounds the work of one attempt
 SOLE_LOOKAHEAD = 32  # victims of each kind looked at for one that alone makes room
 SOLE_TRIES = 64  # victims checked fully in that search, per attempt
 SOLE_ATTEMPTS = 8  # attempts per cycle that search (bounds a cycle's work, as attempts do)
-
-
-def _eligible(
-    st: CycleState, victim: RunningJob, job: Job, reclaim: bool, key: tuple[int, float]
-) -> bool:
-    v = victim.job
-    if v.team == job.team or v.is_production or victim.gone:
-        return False
-    if reclaim:
-        return st.book.is_borrowing(v.team)
-    return st.book.fair_key(v.team) > key
-
-
-def _fair_key_after(st: CycleState, job: Job) -> tuple[int, float]:
-    st.book.add(job.team, job.demand())
-    try:
-        return st.book.fair_key(job.team)
-    finally:
-        st.book.remove(job.team, job.demand())
-
-
-@dataclass
-class _Victims:
-    """Running jobs that could give way, in victim order; built once per cycle."""
-
-    cpu_on_gpu: list[RunningJob]
-    elastic: list[RunningJob]
-    borrowers: list[RunningJob]
-    movable: list[RunningJob]  # borrowers with replicated PS shards, by job id
-    reach: Reach | None = None  # what they hold per node (`reach.py`), built on first need
-
-    def bound(self, st: CycleState) -> Reach:
-        if self.reach is None:
-            self.reach = build_reach(
-                st,
-                borrowers=self.borrowers,
-                cpu_on_gpu=self.cpu_on_gpu,
-                elastic=self.elastic,  # `movable` are borrowers: their servers counted there
-            )
-        return self.reach
-
-
-def _victims(st: CycleState) -> _Victims:
-    if isinstance(st.victims, _Victims):
-        return st.victims
-    gpu_nodes = {st.cap.node_ids[p] for p in range(len(st.cap.node_ids)) if st.cap.has_gpus[p]}
-    running = sorted(st.running.values(), key=lambda rj: rj.job.id)
-
-    now = st.snapshot.now
-    cap = st.book.capacity
-    min_run = st.snapshot.config.min_borrowed_run_seconds
-
-    def preempt_order(rj: RunningJob) -> tuple[bool, bool, float, float, float, float, int]:
-        j = rj.job
-        ran = now - (j.started_at if j.started_at is not None else now)
-        held = rj.held.as_tuple()
-        size = max((held[r] / cap[r] for r in range(3) if cap[r] > 0), default=0.0)
-        young = ran < min_run and any(t.borrowed for t in rj.tasks)
-        return (young, not j.reclaim_first, j.weight, j.work_at_risk(now), ran, size, j.id)
-
-    victims = _Victims(
-        cpu_on_gpu=sorted(
-            (
-                rj
-                for rj in running
-                if rj.job.worker.gpu == 0 and any(t.node_id in gpu_nodes for t in rj.tasks)
-            ),
-            key=preempt_order,
-        ),
-        elastic=[rj for rj in running if rj.job.is_elastic and not rj.frozen],
-        borrowers=sorted(
-            (rj for rj in running if any(t.borrowed for t in rj.tasks)), key=preempt_order
-        ),
-        movable=[
-            rj for rj in running if rj.job.ps_replication > 0 and any(t.borrowed for t in rj.tasks)
-        ],
-    )
-    st.victims = victims
-    return victims
 
 
 def _opens(st: CycleState, unit: Unit, job: Job, shapes: list[Resources]) -> bool:
@@ -160,29 +82,15 @@ class _Sole:
     tries: int = SOLE_TRIES
 
 
-def _teams(
-    st: CycleState, job: Job, reclaim: bool, key: tuple[int, float] | None = None
-) -> set[str]:
-    """The teams whose jobs may give way to `job` now (a team's jobs only get fewer
-    during an attempt, and so do these teams)."""
-    if key is None:
-        key = (0, 0.0) if reclaim else _fair_key_after(st, job)
-    return {
-        t
-        for t in st.book.teams
-        if t != job.team and (st.book.is_borrowing(t) if reclaim else st.book.fair_key(t) > key)
-    }
-
-
 def _candidates(
     st: CycleState, job: Job, reclaim: bool, sole_search: _Sole | None = None
 ) -> Iterator[Unit]:
     """Victim units in order, lazily (each one taken before the next is computed)."""
-    key = (0, 0.0) if reclaim else _fair_key_after(st, job)
-    teams = _teams(st, job, reclaim, key)
+    key = (0, 0.0) if reclaim else fair_key_after(st, job)
+    teams = teams_giving_way(st, job, reclaim, key)
     if not teams:
         return
-    victims = _victims(st)
+    victims = victims_of(st)
 
     def usable(rj: RunningJob) -> bool:
         return not rj.touched and not rj.gone and rj.job.team in teams
@@ -205,7 +113,7 @@ def _candidates(
         # take one of the job's tasks.
         shapes = list({res.as_tuple(): res for _, _, res in job.gang()}.values())
         for rj in victims.movable:
-            if not usable(rj) or not _eligible(st, rj, job, reclaim, key):
+            if not usable(rj) or not eligible(st, rj, job, reclaim, key):
                 continue
             helps = (u for u in move_units(st, rj) if _opens(st, u, job, shapes))
             unit = next(helps, None)
@@ -218,7 +126,7 @@ def _candidates(
     heapq.heapify(heap)
     while heap:
         rj = heapq.heappop(heap)[3]
-        if rj.gone or rj.workers <= rj.job.workers_min or not _eligible(st, rj, job, reclaim, key):
+        if rj.gone or rj.workers <= rj.job.workers_min or not eligible(st, rj, job, reclaim, key):
             continue
         yield worker_unit(st, rj)
         if rj.workers > rj.job.workers_min:
@@ -231,7 +139,7 @@ def _candidates(
             usable(rj)
             and rj.job.id not in moved
             and st.book.is_borrowing(rj.job.team)
-            and _eligible(st, rj, job, reclaim, key)
+            and eligible(st, rj, job, reclaim, key)
             and (reclaim or not young(rj))
         )
 
@@ -240,7 +148,7 @@ def _candidates(
             reclaim
             and usable(rj)
             and rj.job.id not in moved
-            and _eligible(st, rj, job, reclaim, key)
+            and eligible(st, rj, job, reclaim, key)
         )
 
     def sole() -> Unit | None:
@@ -396,8 +304,8 @@ def _could_ever_host(st: CycleState, job: Job, reclaim: bool, shapes: list[Resou
         kinds.append("cpu_on_gpu")
     if reclaim:
         kinds.append("borrowers")
-    reach = _victims(st).bound(st)
-    return could_ever_host(st, reach, job.team, _teams(st, job, reclaim), kinds, shapes)
+    reach = victims_of(st).bound(st)
+    return could_ever_host(st, reach, job.team, teams_giving_way(st, job, reclaim), kinds, shapes)
 
 
 def could_ever_fit(st: CycleState, gang: tuple[TaskSpec, ...], demand: Resources) -> bool:
